@@ -1,0 +1,73 @@
+// Offline evaluation of a detector on a recording: stop events and, where the recording carries
+// ground truth, what happened to every collision.
+//
+// Definitions (also in docs/evaluation.md):
+//   stop event   a maximal run of consecutive STOP decisions (offline the stop is not latched, so
+//                every run is reported); its time is the time of its first sample.
+//   collision    a maximal run of samples with contact = 1.
+//   detected     a STOP decision at a sample from the collision's onset up to `window` samples after
+//                its last contact sample (rule 2 still sees a contact for m samples, §3.2.3).
+//   delay        t(first such STOP) - t(onset).
+//   false stop   a stop event that starts outside every collision's detection interval.
+//   clean cycle  a complete cycle without any contact sample; it is "flagged" when any STOP falls in it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warpguard/decision.hpp"
+#include "warpguard/recording.hpp"
+
+namespace warpguard {
+
+struct StopEvent {
+    std::size_t index = 0;      // first STOP sample
+    std::size_t end_index = 0;  // one past the last STOP sample of the run
+    double t = 0.0;
+    Decision decision;          // decision at the first sample
+};
+
+struct CollisionOutcome {
+    std::size_t onset_index = 0;
+    std::size_t end_index = 0;  // one past the last contact sample
+    double onset_t = 0.0;
+    double peak_force = 0.0;    // N
+    int link = 0;
+    bool detected = false;
+    std::size_t detection_index = 0;
+    double delay = 0.0;         // s
+};
+
+struct GroundTruthSummary {
+    std::vector<CollisionOutcome> collisions;
+    std::size_t detected = 0;
+    std::size_t missed = 0;
+    std::size_t false_stop_events = 0;
+    std::optional<double> delay_median;  // s, over detected collisions
+    std::optional<double> delay_p95;
+};
+
+struct RunEvaluation {
+    std::string name;
+    std::size_t samples = 0;
+    std::size_t stop_samples = 0;
+    std::vector<StopEvent> events;
+    std::size_t clean_cycles = 0;          // complete cycles without contact
+    std::size_t clean_cycles_flagged = 0;  // ... in which the detector said STOP at least once
+    std::optional<GroundTruthSummary> truth;
+};
+
+// Builds the evaluation from one decision per sample. `window` is the detector's window length.
+RunEvaluation evaluate_decisions(const std::string& name, const Recording& recording,
+                                 const std::vector<Decision>& decisions, std::size_t window);
+
+// Linear-interpolated percentile (p in [0, 100]) of unsorted values; empty input gives nullopt.
+std::optional<double> percentile(std::vector<double> values, double p);
+
+nlohmann::json to_json(const RunEvaluation& run);
+
+}  // namespace warpguard

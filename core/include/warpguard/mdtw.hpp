@@ -1,0 +1,72 @@
+// Modified Dynamic Time Warping exactly as published: thesis §3.2.2, rules (8)-(13).
+//
+// a = measurement window (length m >= 2), b = reference (length n >= 1). The measurement window is
+// matched with open begin and open end to the most similar section of the reference; no sample of
+// either signal is skipped.
+//
+// Tie-breaking (the thesis leaves it open; fixed here so every implementation agrees):
+//   - best end: the smallest j with the minimal d(m, j)            (earliest end wins)
+//   - backtracking (12): diagonal d(i-1,j-1), then vertical d(i-1,j), then horizontal d(i,j-1)
+// Indices in this API are 0-based: row i = a[i], column j = b[j].
+//
+// Cost: d(m, end) as published. Note that (8) adds a look-ahead term to the first row, so the cost
+// contains one deviation more than the path has pairs; it is kept because the thesis's thresholds
+// and reported errors use this d.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace warpguard {
+
+struct PathStep {
+    std::uint32_t i;  // measurement index (row)
+    std::uint32_t j;  // reference index (column)
+    bool operator==(const PathStep&) const = default;
+};
+
+struct MatchResult {
+    double cost = 0.0;       // d(m, end)
+    std::size_t start = 0;   // reference index where the path reaches row 1
+    std::size_t end = 0;     // reference index of the best end, argmin_j d(m, j)
+    std::vector<PathStep> path;  // from (0, start) to (m-1, end), in order
+};
+
+// The published algorithm with its full m x n matrix. Storage is allocated once for the largest
+// window and reference it will see; match() itself does not allocate.
+class PublishedMdtw {
+public:
+    PublishedMdtw(std::size_t max_window, std::size_t max_reference);
+
+    // Throws std::invalid_argument if m < 2, n < 1 or a size exceeds the capacity given at construction.
+    const MatchResult& match(std::span<const double> a, std::span<const double> b);
+
+    // d(i, j) of the last match (0-based), for inspection and plots.
+    double cell(std::size_t i, std::size_t j) const { return d_[i * n_ + j]; }
+    std::size_t rows() const { return m_; }
+    std::size_t columns() const { return n_; }
+
+private:
+    std::size_t max_window_;
+    std::size_t max_reference_;
+    std::size_t m_ = 0;
+    std::size_t n_ = 0;
+    std::vector<double> d_;
+    MatchResult result_;
+};
+
+// Convenience: one match with a temporary matcher (allocates).
+MatchResult mdtw_match(std::span<const double> a, std::span<const double> b);
+
+// Classic DTW, thesis (1)-(7): both signals matched whole, from (1,1) to (m,n). Used to report the
+// "realistic" matching error of a span chosen by another matcher (§4.5). Tie order as for mDTW.
+// Allocates; not for the per-sample path.
+struct DtwResult {
+    double cost = 0.0;  // d(m, n)
+    std::vector<PathStep> path;
+};
+DtwResult dtw_match(std::span<const double> a, std::span<const double> b);
+
+}  // namespace warpguard

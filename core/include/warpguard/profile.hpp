@@ -1,0 +1,86 @@
+// A robot's detection profile: the reference, the window length, the per-joint thresholds and
+// how each threshold was derived, and (for KA-mDTW) the kinematics. Stored as JSON.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warpguard/kinematics.hpp"
+#include "warpguard/lever_length.hpp"
+#include "warpguard/recording.hpp"
+
+namespace warpguard {
+
+enum class MatchingMethod { Mdtw, KaMdtw };
+std::string to_string(MatchingMethod method);
+MatchingMethod parse_matching_method(const std::string& text);
+
+// theta1 = k * sigma of the signed rule-1 deviations of nominal windows (thesis: k = 3, rounded up
+// to the next integer of the signal unit).
+struct Rule1Threshold {
+    double value = 0.0;
+    double k = 3.0;
+    bool rounded_up = false;
+    double sigma = 0.0;      // sample standard deviation of the signed deviations
+    double mean = 0.0;       // their mean (kept to show a bias, not used in the rule)
+    double max_abs = 0.0;    // largest |deviation| seen in nominal operation
+    std::size_t samples = 0;
+};
+
+// theta2 = margin * largest second eigenvalue seen in nominal operation (thesis: margin 1.2).
+struct Rule2Threshold {
+    double value = 0.0;
+    double margin = 1.2;
+    double max = 0.0;
+    double mean = 0.0;
+    std::size_t windows = 0;
+};
+
+struct JointThresholds {
+    Rule1Threshold rule1;
+    Rule2Threshold rule2;
+};
+
+struct Reference {
+    std::string source;                  // file the reference was cut from
+    std::vector<std::int64_t> cycles;    // cycle counter values it spans
+    std::size_t first_sample = 0;        // index in that file
+    std::vector<double> t;
+    std::vector<std::vector<double>> tau;  // tau[joint][k]
+    std::vector<std::vector<double>> q;    // q[joint][k]
+    std::size_t size() const { return t.size(); }
+};
+
+struct KinematicsSettings {
+    DhModel model;
+    ForceDirection force;
+    double min_lever = kDefaultMinLever;
+};
+
+struct Profile {
+    std::string robot = "unknown";
+    std::size_t joints = 0;
+    SignalKind signal = SignalKind::Torque;
+    SignalUnit unit = SignalUnit::Nm;
+    std::size_t window = 0;  // m, measurement window length in samples
+    MatchingMethod method = MatchingMethod::Mdtw;
+    Reference reference;
+    std::vector<JointThresholds> thresholds;  // one per joint
+    std::optional<KinematicsSettings> kinematics;  // required for KA-mDTW
+    // Record of how the profile was made: nominal files, window counts, options.
+    nlohmann::json calibration = nlohmann::json::object();
+
+    // Throws std::invalid_argument describing the first inconsistency found.
+    void validate() const;
+};
+
+nlohmann::json to_json(const Profile& profile);
+Profile profile_from_json(const nlohmann::json& j);  // validates; throws std::invalid_argument
+void save_profile(const Profile& profile, const std::string& path);
+Profile load_profile(const std::string& path);  // throws std::runtime_error with the path
+
+}  // namespace warpguard

@@ -1,0 +1,100 @@
+// Samples and recordings: the one data model every part of WarpGuard reads and writes.
+//
+// SI units inside: angles in rad, time in s. The joint signal `tau` keeps the robot's own unit
+// (Nm, A or percent of rated torque) because the detection is purely statistical on that signal;
+// the unit is carried in the metadata and in every profile built from it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace warpguard {
+
+enum class SignalKind { Torque, Current };
+enum class SignalUnit { Nm, A, Percent };
+
+std::string to_string(SignalKind kind);
+std::string to_string(SignalUnit unit);
+// Both throw std::invalid_argument naming the text and the accepted values.
+SignalKind parse_signal_kind(const std::string& text);
+SignalUnit parse_signal_unit(const std::string& text);
+
+// One sample as the robot's background task sends it. `tau` and `q` point into caller-owned
+// storage of `joints` values each (no allocation on the per-sample path).
+struct Sample {
+    double t = 0.0;               // robot clock, s
+    std::int64_t seq = 0;         // sequence number from the robot (gaps are detectable)
+    std::int64_t cycle = 0;       // cycle counter, incremented by the main program at cycle start
+    std::uint32_t mode = 0;       // mode bits from the robot task
+    std::span<const double> tau;  // joint signal, one value per joint
+    std::span<const double> q;    // joint angles, rad
+};
+
+// Ground truth written by the simulator: which samples belong to an unscripted contact.
+struct GroundTruth {
+    std::vector<std::uint8_t> contact;     // 0/1
+    std::vector<double> contact_force;     // N, magnitude of the contact force
+    std::vector<std::int32_t> contact_link;  // 1-based link index, 0 = none
+};
+
+// A run of consecutive samples with the same cycle counter value.
+struct CycleSpan {
+    std::int64_t counter = 0;
+    std::size_t begin = 0;     // first sample index
+    std::size_t end = 0;       // one past the last sample index
+    bool complete = false;     // bounded by counter changes on both sides
+    std::size_t size() const { return end - begin; }
+};
+
+struct RecordingInfo {
+    std::string robot = "unknown";
+    SignalKind signal = SignalKind::Torque;
+    SignalUnit unit = SignalUnit::Nm;
+    std::string source = "unknown";
+    std::map<std::string, std::string> extra;  // every other `# key: value` line, kept verbatim
+};
+
+// Columnar recording of N joints.
+class Recording {
+public:
+    Recording() = default;
+    Recording(std::size_t joints, RecordingInfo info);
+
+    std::size_t joints() const { return joints_; }
+    std::size_t size() const { return t.size(); }
+    bool empty() const { return t.empty(); }
+    const RecordingInfo& info() const { return info_; }
+    RecordingInfo& info() { return info_; }
+    bool has_ground_truth() const { return ground_truth.has_value(); }
+
+    // Appends one sample; tau and q must have joints() values each (std::invalid_argument otherwise).
+    void append(const Sample& s);
+    // Sample view of row i; the spans point into `scratch_tau` / `scratch_q` (each joints() long).
+    Sample sample(std::size_t i, std::span<double> scratch_tau, std::span<double> scratch_q) const;
+
+    // Maximal runs of equal cycle counter, in order.
+    std::vector<CycleSpan> cycles() const;
+    std::vector<CycleSpan> complete_cycles() const;
+
+    // Copy of rows [begin, end).
+    Recording slice(std::size_t begin, std::size_t end) const;
+
+    std::vector<double> t;
+    std::vector<std::int64_t> seq;
+    std::vector<std::int64_t> cycle;
+    std::vector<std::uint32_t> mode;
+    std::vector<std::vector<double>> tau;  // tau[joint][row]
+    std::vector<std::vector<double>> q;    // q[joint][row]
+    std::optional<GroundTruth> ground_truth;
+
+private:
+    std::size_t joints_ = 0;
+    RecordingInfo info_;
+};
+
+}  // namespace warpguard

@@ -1,0 +1,205 @@
+#include "warpguard/profile.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace warpguard {
+
+std::string to_string(MatchingMethod method) { return method == MatchingMethod::Mdtw ? "mdtw" : "ka-mdtw"; }
+
+MatchingMethod parse_matching_method(const std::string& text) {
+    if (text == "mdtw") return MatchingMethod::Mdtw;
+    if (text == "ka-mdtw") return MatchingMethod::KaMdtw;
+    throw std::invalid_argument(fmt::format("matching method '{}' is not known; expected mdtw or ka-mdtw", text));
+}
+
+void Profile::validate() const {
+    if (joints == 0) throw std::invalid_argument("profile has 0 joints");
+    if (window < 2) throw std::invalid_argument(fmt::format("profile window is {} samples; mDTW needs >= 2", window));
+    if (reference.size() < 2) {
+        throw std::invalid_argument(fmt::format("profile reference has {} samples; expected >= 2", reference.size()));
+    }
+    if (reference.tau.size() != joints || reference.q.size() != joints) {
+        throw std::invalid_argument(fmt::format("profile reference has {} signal and {} angle columns; expected {}",
+                                                reference.tau.size(), reference.q.size(), joints));
+    }
+    for (std::size_t j = 0; j < joints; ++j) {
+        if (reference.tau[j].size() != reference.size() || reference.q[j].size() != reference.size()) {
+            throw std::invalid_argument(fmt::format("profile reference joint {} has {} values; expected {}", j + 1,
+                                                    reference.tau[j].size(), reference.size()));
+        }
+    }
+    if (thresholds.size() != joints) {
+        throw std::invalid_argument(fmt::format("profile has thresholds for {} joints; expected {}", thresholds.size(), joints));
+    }
+    for (std::size_t j = 0; j < joints; ++j) {
+        const auto& th = thresholds[j];
+        if (!(th.rule1.value >= 0) || !(th.rule2.value >= 0)) {
+            throw std::invalid_argument(fmt::format("joint {}: thresholds must be >= 0, got rule1 {} and rule2 {}", j + 1,
+                                                    th.rule1.value, th.rule2.value));
+        }
+    }
+    if (method == MatchingMethod::KaMdtw) {
+        if (!kinematics) throw std::invalid_argument("KA-mDTW profile has no kinematics");
+        if (kinematics->model.dof() != joints) {
+            throw std::invalid_argument(fmt::format("kinematic model has {} joints; the profile has {}",
+                                                    kinematics->model.dof(), joints));
+        }
+        if (!(kinematics->min_lever > 0)) {
+            throw std::invalid_argument(fmt::format("min_lever must be > 0 m, got {}", kinematics->min_lever));
+        }
+    }
+}
+
+nlohmann::json to_json(const Profile& p) {
+    using nlohmann::json;
+    json thresholds = json::array();
+    for (std::size_t j = 0; j < p.thresholds.size(); ++j) {
+        const auto& th = p.thresholds[j];
+        thresholds.push_back(
+            {{"joint", j + 1},
+             {"rule1",
+              {{"value", th.rule1.value},
+               {"derivation", fmt::format("{} x sigma{}", th.rule1.k, th.rule1.rounded_up ? ", rounded up to the next integer" : "")},
+               {"k", th.rule1.k},
+               {"rounded_up", th.rule1.rounded_up},
+               {"sigma", th.rule1.sigma},
+               {"mean", th.rule1.mean},
+               {"max_abs", th.rule1.max_abs},
+               {"samples", th.rule1.samples}}},
+             {"rule2",
+              {{"value", th.rule2.value},
+               {"derivation", fmt::format("{} x largest nominal second eigenvalue", th.rule2.margin)},
+               {"margin", th.rule2.margin},
+               {"max", th.rule2.max},
+               {"mean", th.rule2.mean},
+               {"windows", th.rule2.windows}}}});
+    }
+    json ref = {{"source", p.reference.source},
+                {"cycles", p.reference.cycles},
+                {"first_sample", p.reference.first_sample},
+                {"t", p.reference.t},
+                {"tau", p.reference.tau},
+                {"q", p.reference.q}};
+    json out = {{"format", "warpguard-profile"},
+                {"version", 1},
+                {"robot", p.robot},
+                {"joints", p.joints},
+                {"signal", to_string(p.signal)},
+                {"unit", to_string(p.unit)},
+                {"window", p.window},
+                {"method", to_string(p.method)},
+                {"thresholds", thresholds},
+                {"calibration", p.calibration},
+                {"reference", ref}};
+    if (p.kinematics) {
+        const auto& k = *p.kinematics;
+        out["kinematics"] = {{"model", to_json(k.model)},
+                             {"force", {{"frame", to_string(k.force.frame)},
+                                        {"direction", {k.force.unit.x(), k.force.unit.y(), k.force.unit.z()}}}},
+                             {"min_lever", k.min_lever}};
+    }
+    return out;
+}
+
+namespace {
+
+const nlohmann::json& field(const nlohmann::json& obj, const char* key, const std::string& where) {
+    if (!obj.is_object() || !obj.contains(key)) throw std::invalid_argument(fmt::format("{} has no '{}'", where, key));
+    return obj.at(key);
+}
+
+template <typename T>
+T typed(const nlohmann::json& obj, const char* key, const std::string& where) {
+    const auto& v = field(obj, key, where);
+    try {
+        return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+        throw std::invalid_argument(fmt::format("{}.{} has the wrong type: {}", where, key, v.dump().substr(0, 60)));
+    }
+}
+
+}  // namespace
+
+Profile profile_from_json(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("format", "") != "warpguard-profile") {
+        throw std::invalid_argument("not a WarpGuard profile (expected \"format\": \"warpguard-profile\")");
+    }
+    const int version = typed<int>(j, "version", "profile");
+    if (version != 1) throw std::invalid_argument(fmt::format("profile version {} is not supported; expected 1", version));
+    Profile p;
+    p.robot = typed<std::string>(j, "robot", "profile");
+    p.joints = typed<std::size_t>(j, "joints", "profile");
+    p.signal = parse_signal_kind(typed<std::string>(j, "signal", "profile"));
+    p.unit = parse_signal_unit(typed<std::string>(j, "unit", "profile"));
+    p.window = typed<std::size_t>(j, "window", "profile");
+    p.method = parse_matching_method(typed<std::string>(j, "method", "profile"));
+    const auto& ref = field(j, "reference", "profile");
+    p.reference.source = typed<std::string>(ref, "source", "reference");
+    p.reference.cycles = typed<std::vector<std::int64_t>>(ref, "cycles", "reference");
+    p.reference.first_sample = typed<std::size_t>(ref, "first_sample", "reference");
+    p.reference.t = typed<std::vector<double>>(ref, "t", "reference");
+    p.reference.tau = typed<std::vector<std::vector<double>>>(ref, "tau", "reference");
+    p.reference.q = typed<std::vector<std::vector<double>>>(ref, "q", "reference");
+    const auto& ths = field(j, "thresholds", "profile");
+    if (!ths.is_array()) throw std::invalid_argument("profile.thresholds must be an array");
+    for (std::size_t k = 0; k < ths.size(); ++k) {
+        const std::string where = fmt::format("thresholds[{}]", k);
+        const auto& r1 = field(ths[k], "rule1", where);
+        const auto& r2 = field(ths[k], "rule2", where);
+        JointThresholds th;
+        th.rule1.value = typed<double>(r1, "value", where + ".rule1");
+        th.rule1.k = r1.value("k", 3.0);
+        th.rule1.rounded_up = r1.value("rounded_up", false);
+        th.rule1.sigma = r1.value("sigma", 0.0);
+        th.rule1.mean = r1.value("mean", 0.0);
+        th.rule1.max_abs = r1.value("max_abs", 0.0);
+        th.rule1.samples = r1.value("samples", std::size_t{0});
+        th.rule2.value = typed<double>(r2, "value", where + ".rule2");
+        th.rule2.margin = r2.value("margin", 1.2);
+        th.rule2.max = r2.value("max", 0.0);
+        th.rule2.mean = r2.value("mean", 0.0);
+        th.rule2.windows = r2.value("windows", std::size_t{0});
+        p.thresholds.push_back(th);
+    }
+    if (j.contains("calibration")) p.calibration = j.at("calibration");
+    if (j.contains("kinematics") && !j.at("kinematics").is_null()) {
+        const auto& k = j.at("kinematics");
+        const auto& force = field(k, "force", "kinematics");
+        const auto dir = typed<std::vector<double>>(force, "direction", "kinematics.force");
+        if (dir.size() != 3) throw std::invalid_argument("kinematics.force.direction must have 3 numbers");
+        p.kinematics = KinematicsSettings{
+            dh_model_from_json(field(k, "model", "kinematics")),
+            ForceDirection::make(parse_force_frame(typed<std::string>(force, "frame", "kinematics.force")),
+                                 Eigen::Vector3d(dir[0], dir[1], dir[2])),
+            k.value("min_lever", kDefaultMinLever)};
+    }
+    p.validate();
+    return p;
+}
+
+void save_profile(const Profile& profile, const std::string& path) {
+    profile.validate();
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot open the file for writing", path));
+    out << to_json(profile).dump(1) << '\n';
+    if (!out) throw std::runtime_error(fmt::format("{}: write failed", path));
+}
+
+Profile load_profile(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the profile", path));
+    try {
+        return profile_from_json(nlohmann::json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+    }
+}
+
+}  // namespace warpguard

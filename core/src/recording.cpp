@@ -1,0 +1,108 @@
+#include "warpguard/recording.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace warpguard {
+
+std::string to_string(SignalKind kind) { return kind == SignalKind::Torque ? "torque" : "current"; }
+
+std::string to_string(SignalUnit unit) {
+    switch (unit) {
+        case SignalUnit::Nm: return "Nm";
+        case SignalUnit::A: return "A";
+        case SignalUnit::Percent: return "percent";
+    }
+    return "?";
+}
+
+SignalKind parse_signal_kind(const std::string& text) {
+    if (text == "torque") return SignalKind::Torque;
+    if (text == "current") return SignalKind::Current;
+    throw std::invalid_argument(fmt::format("signal '{}' is not known; expected torque or current", text));
+}
+
+SignalUnit parse_signal_unit(const std::string& text) {
+    if (text == "Nm") return SignalUnit::Nm;
+    if (text == "A") return SignalUnit::A;
+    if (text == "percent" || text == "%") return SignalUnit::Percent;
+    throw std::invalid_argument(fmt::format("unit '{}' is not known; expected Nm, A or percent", text));
+}
+
+Recording::Recording(std::size_t joints, RecordingInfo info)
+    : tau(joints), q(joints), joints_(joints), info_(std::move(info)) {
+    if (joints == 0) throw std::invalid_argument("a recording needs at least one joint, got 0");
+}
+
+void Recording::append(const Sample& s) {
+    if (s.tau.size() != joints_ || s.q.size() != joints_) {
+        throw std::invalid_argument(fmt::format("sample has {} signal and {} angle values; expected {} each",
+                                                s.tau.size(), s.q.size(), joints_));
+    }
+    t.push_back(s.t);
+    seq.push_back(s.seq);
+    cycle.push_back(s.cycle);
+    mode.push_back(s.mode);
+    for (std::size_t j = 0; j < joints_; ++j) {
+        tau[j].push_back(s.tau[j]);
+        q[j].push_back(s.q[j]);
+    }
+}
+
+Sample Recording::sample(std::size_t i, std::span<double> scratch_tau, std::span<double> scratch_q) const {
+    for (std::size_t j = 0; j < joints_; ++j) {
+        scratch_tau[j] = tau[j][i];
+        scratch_q[j] = q[j][i];
+    }
+    return Sample{t[i], seq[i], cycle[i], mode[i], scratch_tau.first(joints_), scratch_q.first(joints_)};
+}
+
+std::vector<CycleSpan> Recording::cycles() const {
+    std::vector<CycleSpan> spans;
+    std::size_t begin = 0;
+    for (std::size_t i = 1; i <= size(); ++i) {
+        if (i == size() || cycle[i] != cycle[begin]) {
+            spans.push_back(CycleSpan{cycle[begin], begin, i, false});
+            begin = i;
+        }
+    }
+    // Only a run that starts at a counter change and ends at the next one is known to be whole:
+    // a recording may start or stop in the middle of a cycle.
+    for (std::size_t k = 1; k + 1 < spans.size(); ++k) spans[k].complete = true;
+    return spans;
+}
+
+std::vector<CycleSpan> Recording::complete_cycles() const {
+    auto all = cycles();
+    std::vector<CycleSpan> out;
+    std::copy_if(all.begin(), all.end(), std::back_inserter(out), [](const CycleSpan& c) { return c.complete; });
+    return out;
+}
+
+Recording Recording::slice(std::size_t begin, std::size_t end) const {
+    if (begin > end || end > size()) {
+        throw std::out_of_range(fmt::format("slice [{}, {}) outside recording of {} samples", begin, end, size()));
+    }
+    Recording out(joints_, info_);
+    auto copy = [&](const auto& from, auto& to) { to.assign(from.begin() + begin, from.begin() + end); };
+    copy(t, out.t);
+    copy(seq, out.seq);
+    copy(cycle, out.cycle);
+    copy(mode, out.mode);
+    for (std::size_t j = 0; j < joints_; ++j) {
+        copy(tau[j], out.tau[j]);
+        copy(q[j], out.q[j]);
+    }
+    if (ground_truth) {
+        GroundTruth gt;
+        copy(ground_truth->contact, gt.contact);
+        copy(ground_truth->contact_force, gt.contact_force);
+        copy(ground_truth->contact_link, gt.contact_link);
+        out.ground_truth = std::move(gt);
+    }
+    return out;
+}
+
+}  // namespace warpguard

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The offline tool as a user runs it: generate recordings, calibrate, evaluate, match, envelope,
+# and the error paths (one-line message, non-zero exit). Usage: test_offline_tool.sh WARPGUARD PLANAR_ARM WORKDIR
+set -u
+wg=$1; arm=$2; work=$3
+rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 2
+failures=0; checks=0
+check() {  # check "description" command...
+  local what=$1; shift
+  checks=$((checks + 1))
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; failures=$((failures + 1)); fi
+}
+
+"$arm" --out ref.csv --cycles 3 --seed 31 >/dev/null || exit 2
+"$arm" --out nom.csv --cycles 4 --seed 32 >/dev/null || exit 2
+"$arm" --out col.csv --cycles 6 --seed 33 --collisions 5 --min-force 150 --max-force 300 >/dev/null || exit 2
+
+"$wg" calibrate --reference ref.csv --nominal nom.csv --window 16 --out profile.json > calibrate.txt 2>&1
+check "calibrate exits 0" test $? -eq 0
+check "calibrate writes a profile" grep -q '"format": "warpguard-profile"' profile.json
+check "calibrate prints the thresholds table" grep -q '^3 ' calibrate.txt
+
+"$wg" evaluate --profile profile.json col.csv --out result.json > evaluate.txt 2>&1
+check "evaluate exits 0" test $? -eq 0
+check "evaluate reports 5 collisions" grep -q '"collisions": 5' result.json
+check "evaluate lists stop events with t, index, joint, rule, value and threshold" \
+  grep -q '"rule": "' result.json
+check "every stop event has a start time" grep -q '"t": ' result.json
+detected=$(sed -n 's/.*"detected": \([0-9]*\),$/\1/p' result.json | tail -1)
+check "all 5 collisions of 150-300 N are detected (got $detected)" test "$detected" = 5
+
+"$wg" match --profile profile.json --run col.csv --index 500 --joint 2 --json > match.json 2>&1
+check "match exits 0" test $? -eq 0
+check "match reports the span" grep -q '"reference_start"' match.json
+
+"$wg" envelope ref.csv --out limits.json > envelope.txt 2>&1
+check "envelope exits 0" test $? -eq 0
+"$wg" evaluate --envelope limits.json nom.csv --out env_result.json > /dev/null 2>&1
+check "evaluate with envelope limits exits 0" test $? -eq 0
+
+# Error paths: a malformed CSV gives one line with file:line:column and a non-zero exit.
+{ head -7 nom.csv; echo "0.5,1,1,0,1.0,oops,1.0,0,0,0,0,0,0"; } > bad.csv
+"$wg" evaluate --profile profile.json bad.csv --out bad.json > bad.txt 2>&1
+code=$?
+check "malformed CSV exits non-zero (got $code)" test $code -ne 0
+check "malformed CSV error is one line" test "$(wc -l < bad.txt)" -eq 1
+check "malformed CSV error names file, line and column" grep -q "bad.csv:8:6: column 'tau2' expects a finite number (got 'oops')" bad.txt
+"$wg" calibrate --reference nom.csv --nominal nom.csv --reference-cycles 9 --out x.json > few.txt 2>&1
+check "too few reference cycles exits non-zero" test $? -ne 0
+check "too few reference cycles is explained" grep -q "needs 9 complete cycles" few.txt
+"$wg" calibrate --reference ref.csv --nominal nom.csv --method ka-mdtw --out x.json > ka.txt 2>&1
+check "KA-mDTW without a model is refused" grep -q "needs --model" ka.txt
+
+echo "$((checks - failures)) passed, $failures failed"
+test $failures -eq 0

@@ -1,0 +1,42 @@
+// Recordings and profiles the tests share, made once per test process from the analytic planar arm.
+#pragma once
+
+#include "planar_arm.hpp"
+#include "warpguard/calibration.hpp"
+#include "warpguard/profile.hpp"
+#include "warpguard/recording.hpp"
+
+namespace warpguard::test {
+
+inline const Recording& reference_recording() {
+    static const Recording rec = [] {
+        planar_arm::RunOptions opt;
+        opt.cycles = 4;
+        opt.seed = 11;
+        return planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    }();
+    return rec;
+}
+
+inline const Recording& nominal_recording() {
+    static const Recording rec = [] {
+        planar_arm::RunOptions opt;
+        opt.cycles = 6;
+        opt.seed = 12;
+        return planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    }();
+    return rec;
+}
+
+// Window 20 keeps the published O(m n) matcher quick enough for unit tests.
+inline const Profile& planar_profile() {
+    static const Profile profile = [] {
+        CalibrationOptions opt;
+        opt.window = 20;
+        const NamedRecording nominal[] = {{"nominal.csv", &nominal_recording()}};
+        return calibrate({"reference.csv", &reference_recording()}, nominal, opt);
+    }();
+    return profile;
+}
+
+}  // namespace warpguard::test

@@ -1,0 +1,94 @@
+// Offline evaluation: stop events, collisions, delays, false stops, clean cycles.
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "warpguard/evaluation.hpp"
+
+using namespace warpguard;
+
+namespace {
+
+Recording tiny(const std::vector<std::int64_t>& cycles, const std::vector<std::uint8_t>& contact) {
+    Recording rec(1, RecordingInfo{});
+    rec.ground_truth = GroundTruth{};
+    for (std::size_t i = 0; i < cycles.size(); ++i) {
+        const double tau[1] = {0.0};
+        const double q[1] = {0.0};
+        rec.append(Sample{0.01 * static_cast<double>(i), static_cast<std::int64_t>(i), cycles[i], 0, tau, q});
+        rec.ground_truth->contact.push_back(contact[i]);
+        rec.ground_truth->contact_force.push_back(contact[i] ? 40.0 + static_cast<double>(i) : 0.0);
+        rec.ground_truth->contact_link.push_back(contact[i] ? 2 : 0);
+    }
+    return rec;
+}
+
+std::vector<Decision> verdicts(const std::string& pattern) {
+    std::vector<Decision> out;
+    for (char c : pattern) {
+        Decision d;
+        if (c == 'S') {
+            d.verdict = Verdict::Stop;
+            d.joint = 1;
+            d.rule = Rule::AbsoluteDifference;
+        }
+        out.push_back(d);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("stop events, detections, delays and false stops follow the documented definitions", "[evaluation]") {
+    //            index:   0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19
+    const Recording rec = tiny({0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 4, 4, 4},
+                               {0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0});
+    // Window 2: a STOP up to 2 samples after a contact still belongs to it.
+    const auto decisions = verdicts("S...." ".S.S." "....." "SS..." "S");
+    //                               0-4     5-9     10-14   15-19 (index 20 unused)
+    REQUIRE(decisions.size() == 21);
+    const std::vector<Decision> d(decisions.begin(), decisions.begin() + 20);
+    const RunEvaluation run = evaluate_decisions("tiny.csv", rec, d, 2);
+    CHECK(run.samples == 20);
+    CHECK(run.stop_samples == 5);
+    REQUIRE(run.events.size() == 4);
+    CHECK(run.events[0].index == 0);
+    CHECK(run.events[1].index == 6);
+    CHECK(run.events[2].index == 8);
+    CHECK(run.events[3].index == 15);
+    CHECK(run.events[3].end_index == 17);
+    REQUIRE(run.truth.has_value());
+    const auto& s = *run.truth;
+    REQUIRE(s.collisions.size() == 2);
+    // Collision 1: contact 4-5, STOP at 6 (within 2 samples after the contact): detected, delay 0.02 s.
+    CHECK(s.collisions[0].detected);
+    CHECK(s.collisions[0].detection_index == 6);
+    CHECK(s.collisions[0].delay == Approx(0.02));
+    CHECK(s.collisions[0].peak_force == 45.0);
+    CHECK(s.collisions[0].link == 2);
+    // Collision 2: contact 10-12, nothing until 14: missed.
+    CHECK_FALSE(s.collisions[1].detected);
+    CHECK(s.detected == 1);
+    CHECK(s.missed == 1);
+    // Events at 0, 8 (collision 1's interval ends at 5 + 2 = 7) and 15 are false.
+    CHECK(s.false_stop_events == 3);
+    CHECK(*s.delay_median == Approx(0.02));
+    // Complete cycles: 1 (2-6, contact), 2 (7-11, contact), 3 (12-16, contact at 12): no clean one.
+    CHECK(run.clean_cycles == 0);
+}
+
+TEST_CASE("clean cycles are counted and flagged when any STOP falls inside", "[evaluation]") {
+    const Recording rec = tiny({0, 1, 1, 2, 2, 3, 3, 4}, {0, 0, 0, 0, 0, 0, 0, 0});
+    const RunEvaluation run = evaluate_decisions("clean.csv", rec, verdicts("...S...."), 5);
+    CHECK(run.clean_cycles == 3);
+    CHECK(run.clean_cycles_flagged == 1);
+    CHECK(run.truth->collisions.empty());
+    CHECK(run.truth->false_stop_events == 1);
+    CHECK_FALSE(run.truth->delay_median.has_value());
+}
+
+TEST_CASE("percentiles interpolate linearly", "[evaluation]") {
+    CHECK(*percentile({4, 1, 3, 2}, 50) == Approx(2.5));
+    CHECK(*percentile({1, 2, 3, 4, 5}, 95) == Approx(4.8));
+    CHECK_FALSE(percentile({}, 50).has_value());
+}

@@ -1,0 +1,115 @@
+// The recording file format: round trip and one-line errors with file, line and column.
+#include <sstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "warpguard/recording_csv.hpp"
+
+using namespace warpguard;
+
+namespace {
+
+const std::string kHeader =
+    "# robot: vp6242\n# joints: 2\n# signal: torque\n# unit: percent\n# source: test\n"
+    "t,seq,cycle,mode,tau1,tau2,q1,q2\n";
+
+Recording parse(const std::string& text) {
+    std::istringstream in(text);
+    return read_recording(in, "run.csv");
+}
+
+std::string error_of(const std::string& text) {
+    try {
+        parse(text);
+    } catch (const CsvError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a recording is read with its metadata, samples, cycles and ground truth", "[csv]") {
+    const Recording rec = parse(
+        "# robot: ur5e\n# joints: 2\n# signal: current\n# unit: A\n# source: sim\n# site: cell 4\n"
+        "t,seq,cycle,mode,tau1,tau2,q1,q2,contact,contact_force,contact_link\n"
+        "0.000,10,7,1,1.5,-2.25,0.1,0.2,0,0,0\n"
+        "0.008,11,7,1,1.6,-2.20,0.1,0.2,1,35.5,2\n"
+        "\n"
+        "0.016,12,8,1,1.7,-2.10,0.1,0.2,0,0,0\n");
+    CHECK(rec.info().robot == "ur5e");
+    CHECK(rec.info().signal == SignalKind::Current);
+    CHECK(rec.info().unit == SignalUnit::A);
+    CHECK(rec.info().extra.at("site") == "cell 4");
+    REQUIRE(rec.size() == 3);
+    CHECK(rec.joints() == 2);
+    CHECK(rec.seq[2] == 12);
+    CHECK(rec.tau[1][0] == -2.25);
+    CHECK(rec.q[1][2] == 0.2);
+    REQUIRE(rec.has_ground_truth());
+    CHECK(rec.ground_truth->contact_force[1] == 35.5);
+    CHECK(rec.ground_truth->contact_link[1] == 2);
+    const auto cycles = rec.cycles();
+    REQUIRE(cycles.size() == 2);
+    CHECK(cycles[0].counter == 7);
+    CHECK(cycles[0].size() == 2);
+    CHECK_FALSE(cycles[0].complete);
+}
+
+TEST_CASE("writing and reading a recording gives back the same numbers", "[csv]") {
+    RecordingInfo info;
+    info.robot = "irb120";
+    info.unit = SignalUnit::Nm;
+    info.source = "round trip";
+    Recording rec(3, info);
+    rec.ground_truth = GroundTruth{};
+    for (int i = 0; i < 50; ++i) {
+        const double tau[3] = {0.1 * i + 1e-13, -3.0 / (i + 1), 1e6 * i};
+        const double q[3] = {M_PI / (i + 2), -0.5, 1.0 / 3.0};
+        rec.append(Sample{0.004 * i, i, i / 10, 3u, tau, q});
+        rec.ground_truth->contact.push_back(i % 7 == 0);
+        rec.ground_truth->contact_force.push_back(i % 7 == 0 ? 12.25 : 0.0);
+        rec.ground_truth->contact_link.push_back(i % 7 == 0 ? 3 : 0);
+    }
+    std::stringstream text;
+    write_recording(rec, text);
+    const Recording back = read_recording(text, "mem");
+    CHECK(back.t == rec.t);
+    CHECK(back.seq == rec.seq);
+    CHECK(back.cycle == rec.cycle);
+    CHECK(back.mode == rec.mode);
+    CHECK(back.tau == rec.tau);
+    CHECK(back.q == rec.q);
+    CHECK(back.ground_truth->contact == rec.ground_truth->contact);
+    CHECK(back.ground_truth->contact_force == rec.ground_truth->contact_force);
+    CHECK(back.info().robot == "irb120");
+}
+
+TEST_CASE("malformed files give one line with file, line, column and the offending text", "[csv]") {
+    CHECK(error_of(kHeader + "0.0,1,1,0,1.5,abc,0,0\n") ==
+          "run.csv:7:6: column 'tau2' expects a finite number (got 'abc')");
+    CHECK(error_of(kHeader + "0.0,1,1,0,1.5,2.5,0\n") == "run.csv:7:8: row has 7 values; expected 8 (one per header column)");
+    CHECK(error_of(kHeader + "0.0,1.5,1,0,1.5,2.5,0,0\n") == "run.csv:7:2: column 'seq' expects an integer (got '1.5')");
+    CHECK(error_of(kHeader + "0.1,1,1,0,1,2,0,0\n0.05,2,1,0,1,2,0,0\n") ==
+          "run.csv:8:1: time goes backwards: t = 0.05 after t = 0.1 (got '0.05')");
+    CHECK(error_of(kHeader + "0.0,1,1,0,1,nan,0,0\n") == "run.csv:7:6: column 'tau2' expects a finite number (got 'nan')");
+    CHECK(error_of("# joints: 2\n# signal: torque\n# unit: percent\nt,seq,cycle,mode,tau1,tau3,q1,q2\n") ==
+          "run.csv:4:6: expected column 'tau2' for 2 joints (got 'tau3')");
+    CHECK(error_of("# joints: 2\n# signal: torque\nt,seq\n") == "run.csv: metadata '# unit: Nm|A|percent' is missing");
+    CHECK(error_of("# joints: two\n") == "run.csv:1:11: joints must be an integer from 1 to 64 (got 'two')");
+    CHECK(error_of("# joints: 2\n# signal: torque\n# unit: A\nt\n") ==
+          "run.csv:3: unit 'A' does not fit signal 'torque'; torque is in Nm or percent, current in A or percent");
+    CHECK(error_of("# joints: 2\n# signal: force\n") ==
+          "run.csv:2:11: signal 'force' is not known; expected torque or current");
+    CHECK(error_of("# joints 2\n") == "run.csv:1:1: metadata line must be '# key: value' (got '# joints 2')");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",contact,force,contact_link\n") ==
+          "run.csv:6:10: expected ground-truth column 'contact_force' (got 'force'); ground truth is "
+          "contact,contact_force,contact_link");
+    CHECK(error_of("# joints: 1\n# signal: torque\n# unit: Nm\nt,seq,cycle,mode,tau1,q1,contact,contact_force,contact_link\n"
+                   "0,0,0,0,1,1,2,0,0\n") == "run.csv:5:7: contact must be 0 or 1 (got '2')");
+}
+
+TEST_CASE("a file that cannot be opened is named", "[csv]") {
+    CHECK_THROWS_WITH(read_recording("/nonexistent/run.csv"), "/nonexistent/run.csv: cannot open the file for reading");
+}

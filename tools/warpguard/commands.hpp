@@ -1,0 +1,13 @@
+// Subcommands of the `warpguard` command-line tool. Each register_* adds one subcommand to the app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace warpguard::cli {
+
+void register_calibrate(CLI::App& app);
+void register_evaluate(CLI::App& app);
+void register_match(CLI::App& app);
+void register_envelope(CLI::App& app);
+
+}  // namespace warpguard::cli

@@ -1,0 +1,380 @@
+// Offline subcommands: calibrate, evaluate, match, envelope.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "warpguard/calibration.hpp"
+#include "warpguard/decision_rules.hpp"
+#include "warpguard/detector.hpp"
+#include "warpguard/envelope.hpp"
+#include "warpguard/evaluation.hpp"
+#include "warpguard/lever_length.hpp"
+#include "warpguard/mdtw.hpp"
+#include "warpguard/recording_csv.hpp"
+
+namespace warpguard::cli {
+
+namespace {
+
+void write_json(const nlohmann::json& doc, const std::string& path) {
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot open the file for writing", path));
+    out << doc.dump(1) << '\n';
+    if (!out) throw std::runtime_error(fmt::format("{}: write failed", path));
+}
+
+nlohmann::json read_json(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the file", path));
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
+    }
+}
+
+Eigen::Vector3d parse_vector(const std::string& text) {
+    std::vector<double> v;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        try {
+            std::size_t used = 0;
+            v.push_back(std::stod(item, &used));
+            if (used != item.size()) throw std::invalid_argument(item);
+        } catch (const std::exception&) {
+            throw std::invalid_argument(fmt::format("--force '{}': '{}' is not a number; expected x,y,z", text, item));
+        }
+    }
+    if (v.size() != 3) throw std::invalid_argument(fmt::format("--force '{}' has {} values; expected x,y,z", text, v.size()));
+    return {v[0], v[1], v[2]};
+}
+
+std::string fmt_opt(const std::optional<double>& v, double scale, const char* unit) {
+    return v ? fmt::format("{:.1f} {}", *v * scale, unit) : std::string("-");
+}
+
+// ---------------------------------------------------------------------------------------------
+struct CalibrateArgs {
+    std::string reference;
+    std::vector<std::string> nominal;
+    std::size_t window = kDefaultWindow;
+    std::size_t reference_cycles = 2;
+    double k = 3.0;
+    bool round_up = false;
+    double margin = 1.2;
+    std::string method = "mdtw";
+    std::string model;
+    std::string force_frame = "base";
+    std::string force = "0,0,-1";
+    double min_lever = kDefaultMinLever;
+    std::string out;
+};
+
+void run_calibrate(const CalibrateArgs& a) {
+    const Recording ref = read_recording(a.reference);
+    std::vector<Recording> nominal;
+    for (const auto& path : a.nominal) nominal.push_back(read_recording(path));
+    std::vector<NamedRecording> named;
+    for (std::size_t k = 0; k < nominal.size(); ++k) named.push_back({a.nominal[k], &nominal[k]});
+
+    CalibrationOptions opt;
+    opt.window = a.window;
+    opt.reference_cycles = a.reference_cycles;
+    opt.k_sigma = a.k;
+    opt.round_up = a.round_up;
+    opt.rule2_margin = a.margin;
+    opt.method = parse_matching_method(a.method);
+    if (opt.method == MatchingMethod::KaMdtw) {
+        if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
+        opt.kinematics = KinematicsSettings{load_dh_model(a.model),
+                                            ForceDirection::make(parse_force_frame(a.force_frame), parse_vector(a.force)),
+                                            a.min_lever};
+    }
+    const Profile p = calibrate({a.reference, &ref}, named, opt);
+    save_profile(p, a.out);
+
+    std::printf("profile %s: robot %s, %zu joints, %s in %s, method %s, window m = %zu, reference n = %zu samples "
+                "(cycles %s)\n",
+                a.out.c_str(), p.robot.c_str(), p.joints, to_string(p.signal).c_str(), to_string(p.unit).c_str(),
+                to_string(p.method).c_str(), p.window, p.reference.size(),
+                nlohmann::json(p.reference.cycles).dump().c_str());
+    std::printf("%-6s %14s %14s %14s %14s %14s\n", "joint", "theta1", "sigma1", "max|dev|", "theta2", "max eig");
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        const auto& th = p.thresholds[j];
+        std::printf("%-6zu %14.6g %14.6g %14.6g %14.6g %14.6g\n", j + 1, th.rule1.value, th.rule1.sigma,
+                    th.rule1.max_abs, th.rule2.value, th.rule2.max);
+    }
+    std::printf("from %zu nominal windows in %zu file(s)\n", p.thresholds[0].rule1.samples, a.nominal.size());
+}
+
+// ---------------------------------------------------------------------------------------------
+struct EvaluateArgs {
+    std::string profile;
+    std::string envelope;
+    std::vector<std::string> runs;
+    std::string out;
+};
+
+void run_evaluate(const EvaluateArgs& a) {
+    if (a.profile.empty() == a.envelope.empty()) {
+        throw std::invalid_argument("give exactly one of --profile PROFILE.json or --envelope LIMITS.json");
+    }
+    std::unique_ptr<Detector> detector;
+    std::unique_ptr<EnvelopeChecker> checker;
+    std::size_t joints = 0;
+    std::size_t window = 1;
+    if (!a.profile.empty()) {
+        detector = std::make_unique<Detector>(load_profile(a.profile));
+        joints = detector->joints();
+        window = detector->window_length();
+    } else {
+        checker = std::make_unique<EnvelopeChecker>(envelope_from_json(read_json(a.envelope)));
+        joints = checker->limits().joints.size();
+    }
+
+    nlohmann::json runs = nlohmann::json::array();
+    std::size_t collisions = 0, detected = 0, missed = 0, false_events = 0, events = 0, clean = 0, flagged = 0;
+    std::vector<double> delays;
+    for (const auto& path : a.runs) {
+        const Recording rec = read_recording(path);
+        if (rec.joints() != joints) {
+            throw std::invalid_argument(fmt::format("{}: has {} joints; the {} has {}", path, rec.joints(),
+                                                    detector ? "profile" : "envelope", joints));
+        }
+        if (detector && (rec.info().unit != detector->profile().unit || rec.info().signal != detector->profile().signal)) {
+            throw std::invalid_argument(fmt::format("{}: signal {} in {}; the profile expects {} in {}", path,
+                                                    to_string(rec.info().signal), to_string(rec.info().unit),
+                                                    to_string(detector->profile().signal),
+                                                    to_string(detector->profile().unit)));
+        }
+        std::vector<Decision> decisions;
+        decisions.reserve(rec.size());
+        std::vector<double> tau(joints), q(joints);
+        if (detector) detector->reset();
+        if (checker) checker->reset();
+        for (std::size_t i = 0; i < rec.size(); ++i) {
+            const Sample s = rec.sample(i, tau, q);
+            decisions.push_back(detector ? detector->update(s) : checker->update(s));
+        }
+        const RunEvaluation run = evaluate_decisions(path, rec, decisions, window);
+        runs.push_back(to_json(run));
+        events += run.events.size();
+        clean += run.clean_cycles;
+        flagged += run.clean_cycles_flagged;
+        std::printf("%s: %zu samples, %zu stop events, %zu of %zu clean cycles flagged", path.c_str(), run.samples,
+                    run.events.size(), run.clean_cycles_flagged, run.clean_cycles);
+        if (run.truth) {
+            const auto& s = *run.truth;
+            collisions += s.collisions.size();
+            detected += s.detected;
+            missed += s.missed;
+            false_events += s.false_stop_events;
+            for (const auto& c : s.collisions) {
+                if (c.detected) delays.push_back(c.delay);
+            }
+            std::printf("; collisions %zu, detected %zu, missed %zu, false stop events %zu, delay median %s p95 %s",
+                        s.collisions.size(), s.detected, s.missed, s.false_stop_events,
+                        fmt_opt(s.delay_median, 1000.0, "ms").c_str(), fmt_opt(s.delay_p95, 1000.0, "ms").c_str());
+        }
+        std::printf("\n");
+    }
+    const auto median = percentile(delays, 50.0);
+    const auto p95 = percentile(delays, 95.0);
+    auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json doc = {{"format", "warpguard-evaluation"},
+                          {"version", 1},
+                          {"detector", detector ? to_string(detector->profile().method) : "envelope"},
+                          {"profile", detector ? a.profile : a.envelope},
+                          {"runs", runs},
+                          {"totals",
+                           {{"runs", a.runs.size()},
+                            {"stop_events", events},
+                            {"clean_cycles", clean},
+                            {"clean_cycles_flagged", flagged},
+                            {"collisions", collisions},
+                            {"detected", detected},
+                            {"missed", missed},
+                            {"false_stop_events", false_events},
+                            {"delay_median", opt(median)},
+                            {"delay_p95", opt(p95)}}}};
+    write_json(doc, a.out);
+    std::printf("total: %zu stop events, %zu of %zu clean cycles flagged", events, flagged, clean);
+    if (collisions > 0) {
+        std::printf("; collisions %zu, detected %zu, missed %zu, false stop events %zu, delay median %s p95 %s",
+                    collisions, detected, missed, false_events, fmt_opt(median, 1000.0, "ms").c_str(),
+                    fmt_opt(p95, 1000.0, "ms").c_str());
+    }
+    std::printf("\nwrote %s\n", a.out.c_str());
+}
+
+// ---------------------------------------------------------------------------------------------
+struct MatchArgs {
+    std::string profile;
+    std::string run;
+    std::size_t index = 0;
+    std::size_t joint = 1;
+    bool path = false;
+    bool json = false;
+};
+
+void run_match(const MatchArgs& a) {
+    Detector detector(load_profile(a.profile));
+    const Recording rec = read_recording(a.run);
+    if (rec.joints() != detector.joints()) {
+        throw std::invalid_argument(fmt::format("{}: has {} joints; the profile has {}", a.run, rec.joints(), detector.joints()));
+    }
+    if (a.index >= rec.size()) {
+        throw std::invalid_argument(fmt::format("--index {} is outside {} ({} samples, 0-based)", a.index, a.run, rec.size()));
+    }
+    if (a.joint < 1 || a.joint > detector.joints()) {
+        throw std::invalid_argument(fmt::format("--joint {} is not a joint of this robot (1..{})", a.joint, detector.joints()));
+    }
+    // Feed the stream up to the index, exactly as in operation, so the window is what the detector saw.
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    Decision decision;
+    for (std::size_t i = 0; i <= a.index; ++i) decision = detector.update(rec.sample(i, tau, q));
+    const std::size_t j = a.joint - 1;
+    const auto& ev = detector.evaluations()[j];
+    const auto window = detector.window(j);
+    const auto ref = detector.reference(j);
+    const auto path = detector.path(j);
+
+    // "Realistic" error (§4.5): classic DTW of the window against the chosen span, on unscaled signals.
+    const auto& raw_ref = detector.profile().reference.tau[j];
+    // The window starts as copies of sample 0, so positions before the stream map to sample 0.
+    std::vector<double> raw_window(window.size());
+    for (std::size_t k = 0; k < window.size(); ++k) {
+        const long src = static_cast<long>(a.index + 1 + k) - static_cast<long>(window.size());
+        raw_window[k] = rec.tau[j][static_cast<std::size_t>(std::max(0L, src))];
+    }
+    const auto dtw = dtw_match(raw_window, std::span<const double>(raw_ref).subspan(ev.ref_start, ev.ref_end - ev.ref_start + 1));
+
+    const auto& th = detector.profile().thresholds[j];
+    nlohmann::json doc = {{"file", a.run},
+                          {"index", a.index},
+                          {"t", rec.t[a.index]},
+                          {"joint", a.joint},
+                          {"method", to_string(detector.profile().method)},
+                          {"window", window.size()},
+                          {"reference_start", ev.ref_start},
+                          {"reference_end", ev.ref_end},
+                          {"cost", ev.cost},
+                          {"dtw_cost_on_span", dtw.cost},
+                          {"rule1", {{"value", ev.rule1.magnitude()}, {"deviation", ev.rule1.deviation},
+                                     {"partner", ev.rule1.partner}, {"threshold", th.rule1.value}}},
+                          {"rule2", {{"value", ev.rule2}, {"threshold", th.rule2.value}}},
+                          {"decision", {{"verdict", to_string(decision.verdict)}, {"joint", decision.joint},
+                                        {"rule", to_string(decision.rule)}}}};
+    if (a.path) {
+        nlohmann::json steps = nlohmann::json::array();
+        for (const auto& s : path) steps.push_back({s.i, s.j, window[s.i], ref[s.j]});
+        doc["path"] = steps;
+    }
+    if (a.json) {
+        std::printf("%s\n", doc.dump(1).c_str());
+        return;
+    }
+    std::printf("%s sample %zu (t = %.4f s), joint %zu, %s, window m = %zu\n", a.run.c_str(), a.index, rec.t[a.index],
+                a.joint, to_string(detector.profile().method).c_str(), window.size());
+    std::printf("matched reference span: %zu .. %zu (%zu samples)\n", ev.ref_start, ev.ref_end, ev.ref_end - ev.ref_start + 1);
+    std::printf("mDTW cost d(m,end): %.6g; classic DTW on that span: %.6g\n", ev.cost, dtw.cost);
+    std::printf("rule 1: |a(m) - b(%zu)| = %.6g (threshold %.6g)\n", ev.rule1.partner, ev.rule1.magnitude(), th.rule1.value);
+    std::printf("rule 2: second eigenvalue = %.6g (threshold %.6g)\n", ev.rule2, th.rule2.value);
+    std::printf("decision: %s", to_string(decision.verdict).c_str());
+    if (decision.stop()) std::printf(" (joint %zu, %s)", decision.joint, to_string(decision.rule).c_str());
+    std::printf("\n");
+    if (a.path) {
+        std::printf("path (i j a(i) b(j)):\n");
+        for (const auto& s : path) std::printf("%u %u %.6g %.6g\n", s.i, s.j, window[s.i], ref[s.j]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+struct EnvelopeArgs {
+    std::string recording;
+    std::optional<std::size_t> period;
+    std::optional<std::size_t> shift;
+    bool round_up = false;
+    std::string out;
+};
+
+void run_envelope(const EnvelopeArgs& a) {
+    const Recording rec = read_recording(a.recording);
+    EnvelopeOptions opt;
+    opt.period = a.period;
+    opt.shift = a.shift;
+    opt.round_up = a.round_up;
+    const EnvelopeLimits lim = derive_envelope(rec, a.recording, opt);
+    write_json(to_json(lim), a.out);
+    std::printf("envelope %s: period N = %zu samples, shift s = %zu samples (from %zu aligned cycles), %zu complete cycles\n",
+                a.out.c_str(), lim.period, lim.shift, lim.cycle_shifts.size(), lim.cycles);
+    std::printf("%-6s %14s %14s %14s\n", "joint", "tolerance", "max excursion", "max step D");
+    for (std::size_t j = 0; j < lim.joints.size(); ++j) {
+        const auto& e = lim.joints[j];
+        std::printf("%-6zu %14.6g %14.6g %14.6g\n", j + 1, e.tolerance, e.max_excursion, e.max_step);
+    }
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+    auto args = std::make_shared<CalibrateArgs>();
+    auto* cmd = app.add_subcommand("calibrate", "Build a profile: reference + thresholds from nominal recordings (thesis §3.2.3)");
+    cmd->add_option("--reference", args->reference, "Recording with >= 2 complete cycles of the task")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--nominal", args->nominal, "Held-out nominal recordings (no collisions)")->required()->expected(1, -1)->check(CLI::ExistingFile);
+    cmd->add_option("--window", args->window, "Measurement window m in samples")->capture_default_str()->check(CLI::Range(2, 100000));
+    cmd->add_option("--reference-cycles", args->reference_cycles, "Complete cycles cut into the reference")->capture_default_str()->check(CLI::Range(1, 1000));
+    cmd->add_option("--k", args->k, "Rule 1: theta1 = k * sigma")->capture_default_str();
+    cmd->add_flag("--round-up", args->round_up, "Rule 1: round theta1 up to the next integer (as the thesis)");
+    cmd->add_option("--margin", args->margin, "Rule 2: theta2 = margin * nominal maximum")->capture_default_str();
+    cmd->add_option("--method", args->method, "mdtw or ka-mdtw")->capture_default_str()->check(CLI::IsMember({"mdtw", "ka-mdtw"}));
+    cmd->add_option("--model", args->model, "Kinematic model JSON (KA-mDTW)")->check(CLI::ExistingFile);
+    cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
+    cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
+    cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();
+    cmd->add_option("--out", args->out, "Profile JSON to write")->required();
+    cmd->callback([args] { run_calibrate(*args); });
+}
+
+void register_evaluate(CLI::App& app) {
+    auto args = std::make_shared<EvaluateArgs>();
+    auto* cmd = app.add_subcommand("evaluate", "Run a profile (or envelope limits) over recordings and report stop events");
+    cmd->add_option("--profile", args->profile, "Profile JSON from 'warpguard calibrate'")->check(CLI::ExistingFile);
+    cmd->add_option("--envelope", args->envelope, "Envelope limits JSON from 'warpguard envelope'")->check(CLI::ExistingFile);
+    cmd->add_option("runs", args->runs, "Recordings to evaluate")->required()->expected(1, -1)->check(CLI::ExistingFile);
+    cmd->add_option("--out", args->out, "Result JSON to write")->required();
+    cmd->callback([args] { run_evaluate(*args); });
+}
+
+void register_match(CLI::App& app) {
+    auto args = std::make_shared<MatchArgs>();
+    auto* cmd = app.add_subcommand("match", "Show how one measurement window matches the reference");
+    cmd->add_option("--profile", args->profile, "Profile JSON")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--run", args->run, "Recording the window is taken from")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--index", args->index, "Sample index (0-based) of the newest sample in the window")->required();
+    cmd->add_option("--joint", args->joint, "Joint (1-based)")->capture_default_str();
+    cmd->add_flag("--path", args->path, "Print the warping path");
+    cmd->add_flag("--json", args->json, "Print JSON");
+    cmd->callback([args] { run_match(*args); });
+}
+
+void register_envelope(CLI::App& app) {
+    auto args = std::make_shared<EnvelopeArgs>();
+    auto* cmd = app.add_subcommand("envelope", "Derive the controller-side envelope limits of thesis §3.1 from recorded cycles");
+    cmd->add_option("recording", args->recording, "Recording with >= 2 complete cycles")->required()->check(CLI::ExistingFile);
+    cmd->add_option("--period", args->period, "Samples per period in operation (default: mean cycle length)");
+    cmd->add_option("--shift", args->shift, "Shift s in samples (default: measured by DTW)");
+    cmd->add_flag("--round-up", args->round_up, "Round tolerance and step limit up to the next integer");
+    cmd->add_option("--out", args->out, "Limits JSON to write")->required();
+    cmd->callback([args] { run_envelope(*args); });
+}
+
+}  // namespace warpguard::cli
