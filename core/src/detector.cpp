@@ -44,21 +44,26 @@ std::vector<std::vector<double>> scaled_reference(const Profile& p) {
 
 }  // namespace
 
-Detector::Detector(Profile profile)
+Detector::Detector(Profile profile, MatcherKind matcher)
     : profile_((profile.validate(), std::move(profile))),
-      matcher_(profile_.window, profile_.reference.size()),
       references_(scaled_reference(profile_)),
       rings_(profile_.joints, std::vector<double>(profile_.window)),
-      windows_(profile_.joints, std::vector<double>(profile_.window)),
-      paths_(profile_.joints),
+      windows_(profile_.joints * profile_.window),
       evaluations_(profile_.joints),
       levers_(profile_.joints) {
-    for (auto& path : paths_) path.reserve(profile_.window + profile_.reference.size());
+    if (matcher == MatcherKind::Streaming) {
+        streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
+    } else {
+        published_ = std::make_unique<PublishedMdtw>(profile_.window, profile_.reference.size());
+        paths_.resize(profile_.joints);
+        for (auto& path : paths_) path.reserve(profile_.window + profile_.reference.size());
+    }
 }
 
 void Detector::reset() {
     updates_ = 0;
     head_ = 0;
+    if (streaming_) streaming_->reset();
 }
 
 Decision Detector::fault(const Sample& sample) const {
@@ -108,25 +113,35 @@ Decision Detector::update(const Sample& sample) {
     if (updates_ > 0) head_ = (head_ + 1) % m;
     ++updates_;
 
+    // Time-ordered windows, joint after joint.
+    for (std::size_t j = 0; j < n; ++j) {
+        const auto& ring = rings_[j];
+        const auto out = windows_.begin() + static_cast<std::ptrdiff_t>(j * m);
+        std::copy(ring.begin() + static_cast<std::ptrdiff_t>(head_), ring.end(), out);
+        std::copy(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head_), out + static_cast<std::ptrdiff_t>(m - head_));
+    }
+    if (streaming_) streaming_->match(windows_);
+
     Decision decision;
     double worst_ratio = 1.0;  // a joint must exceed its threshold (ratio > 1) to stop
     for (std::size_t j = 0; j < n; ++j) {
-        auto& window = windows_[j];
-        const auto& ring = rings_[j];
-        std::copy(ring.begin() + static_cast<std::ptrdiff_t>(head_), ring.end(), window.begin());
-        std::copy(ring.begin(), ring.begin() + static_cast<std::ptrdiff_t>(head_),
-                  window.begin() + static_cast<std::ptrdiff_t>(m - head_));
-
+        const auto window = this->window(j);
         const auto& ref = references_[j];
-        const MatchResult& match = matcher_.match(window, ref);
-        paths_[j].assign(match.path.begin(), match.path.end());  // capacity reserved: no allocation
+        const MatchResult* match = nullptr;
+        if (streaming_) {
+            match = &streaming_->result(j);
+        } else {
+            match = &published_->match(window, ref);
+            paths_[j].assign(match->path.begin(), match->path.end());  // capacity reserved: no allocation
+        }
+        const auto path = this->path(j);
 
         JointEvaluation& ev = evaluations_[j];
-        ev.cost = match.cost;
-        ev.ref_start = match.start;
-        ev.ref_end = match.end;
-        ev.rule1 = absolute_difference(window, ref, paths_[j]);
-        ev.rule2 = second_eigenvalue(window, ref, paths_[j]);
+        ev.cost = match->cost;
+        ev.ref_start = match->start;
+        ev.ref_end = match->end;
+        ev.rule1 = absolute_difference(window, ref, path);
+        ev.rule2 = second_eigenvalue(window, ref, path);
 
         const auto& th = profile_.thresholds[j];
         auto consider = [&](Rule rule, double value, double threshold) {
@@ -134,7 +149,7 @@ Decision Detector::update(const Sample& sample) {
             const double ratio = threshold > 0 ? value / threshold : INFINITY;
             if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
                 worst_ratio = ratio;
-                decision = Decision{Verdict::Stop, j + 1, rule, value, threshold, match.start, match.end};
+                decision = Decision{Verdict::Stop, j + 1, rule, value, threshold, ev.ref_start, ev.ref_end};
             }
         };
         consider(Rule::AbsoluteDifference, ev.rule1.magnitude(), th.rule1.value);

@@ -131,3 +131,36 @@ TEST_CASE("collisions of 150 N and more on the planar arm are detected by the pu
     CHECK(collisions == 5);
     CHECK(detected == 5);
 }
+
+TEST_CASE("the default streaming detector decides exactly as the published one", "[detector][streaming]") {
+    using namespace warpguard::planar_arm;
+    RunOptions opt;
+    opt.cycles = 3;
+    opt.seed = 23;
+    opt.collisions = {Collision{1, 0.4, 2, ContactProfile::Impact, 120.0, 0.03, 1.0},
+                      Collision{2, 0.6, 3, ContactProfile::Push, 80.0, 0.5, -1.0}};
+    const Recording rec = simulate(default_arm(), default_task(), opt);
+    Detector fast(planar_profile());
+    Detector published(planar_profile(), MatcherKind::Published);
+    CHECK(fast.matcher() == MatcherKind::Streaming);
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    std::size_t stops = 0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        const Sample s = rec.sample(i, tau, q);
+        const Decision a = fast.update(s);
+        const Decision b = published.update(s);
+        INFO("sample " << i);
+        REQUIRE(a.verdict == b.verdict);
+        REQUIRE(a.joint == b.joint);
+        REQUIRE(a.rule == b.rule);
+        REQUIRE(a.value == b.value);
+        for (std::size_t j = 0; j < rec.joints(); ++j) {
+            REQUIRE(fast.evaluations()[j].cost == published.evaluations()[j].cost);
+            REQUIRE(fast.evaluations()[j].rule2 == published.evaluations()[j].rule2);
+            REQUIRE(fast.evaluations()[j].ref_start == published.evaluations()[j].ref_start);
+        }
+        stops += a.stop();
+    }
+    CHECK(stops > 0);
+    CHECK(fast.matcher_fallbacks() == 1);  // only the first sample, which has no previous match
+}

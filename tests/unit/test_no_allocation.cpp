@@ -15,6 +15,9 @@ namespace {
 std::atomic<std::size_t> g_allocations{0};
 }
 
+// GCC cannot see that the replacement new below pairs malloc with free.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 void* operator new(std::size_t size) {
     ++g_allocations;
     if (void* p = std::malloc(size == 0 ? 1 : size)) return p;

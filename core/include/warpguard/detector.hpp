@@ -10,10 +10,15 @@
 // furthest over its threshold. A sample that cannot be judged (wrong joint count, a value that is
 // not finite) is answered with STOP and Rule::Fault.
 //
+// Matching uses the streaming matcher by default (exactly the published result, much faster); the
+// published O(m n) implementation can be chosen for comparison and stays the test oracle.
+//
 // All storage is allocated in the constructor; update() does not allocate.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -22,6 +27,7 @@
 #include "warpguard/mdtw.hpp"
 #include "warpguard/profile.hpp"
 #include "warpguard/recording.hpp"
+#include "warpguard/streaming_mdtw.hpp"
 
 namespace warpguard {
 
@@ -33,11 +39,13 @@ struct JointEvaluation {
     double rule2 = 0.0;
 };
 
+enum class MatcherKind { Streaming, Published };
+
 class Detector {
 public:
     // Validates the profile (std::invalid_argument); for KA-mDTW also refuses a reference with a
     // near-zero lever length (NearZeroLeverError).
-    explicit Detector(Profile profile);
+    explicit Detector(Profile profile, MatcherKind matcher = MatcherKind::Streaming);
 
     Decision update(const Sample& sample);
     // Starts a new stream: the next sample refills the whole window.
@@ -53,20 +61,28 @@ public:
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
     // The measurement window in time order, as matched (lever-scaled for KA-mDTW).
-    std::span<const double> window(std::size_t joint) const { return windows_[joint]; }
+    std::span<const double> window(std::size_t joint) const {
+        return std::span<const double>(windows_).subspan(joint * profile_.window, profile_.window);
+    }
     // The reference as matched (lever-scaled for KA-mDTW).
     std::span<const double> reference(std::size_t joint) const { return references_[joint]; }
-    std::span<const PathStep> path(std::size_t joint) const { return paths_[joint]; }
+    std::span<const PathStep> path(std::size_t joint) const {
+        return streaming_ ? std::span<const PathStep>(streaming_->result(joint).path) : std::span<const PathStep>(paths_[joint]);
+    }
+    MatcherKind matcher() const { return streaming_ ? MatcherKind::Streaming : MatcherKind::Published; }
+    // Joint groups the streaming matcher handed to the published algorithm (first sample, overflow).
+    std::uint64_t matcher_fallbacks() const { return streaming_ ? streaming_->fallbacks() : 0; }
 
 private:
     Decision fault(const Sample& sample) const;
 
     Profile profile_;
-    PublishedMdtw matcher_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
+    std::unique_ptr<StreamingMdtw> streaming_;     // default matcher
+    std::unique_ptr<PublishedMdtw> published_;     // or the published one
     std::vector<std::vector<double>> rings_;       // per joint FIFO storage
-    std::vector<std::vector<double>> windows_;     // per joint, time-ordered copy for the matcher
-    std::vector<std::vector<PathStep>> paths_;
+    std::vector<double> windows_;                  // joint after joint, time-ordered, for the matcher
+    std::vector<std::vector<PathStep>> paths_;     // published matcher only
     std::vector<JointEvaluation> evaluations_;
     std::vector<double> levers_;                   // scratch for KA-mDTW
     std::size_t head_ = 0;                         // ring index of the oldest sample

@@ -1,0 +1,202 @@
+// The streaming matcher against the published mDTW oracle, sample by sample, on randomised streams:
+// smooth, periodic (the optimum jumps between cycles), quantised (many exact ties) and plateaued
+// references; measurements resampled irregularly, with noise and with collisions.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "warpguard/mdtw.hpp"
+#include "warpguard/streaming_mdtw.hpp"
+
+using namespace warpguard;
+
+namespace {
+
+enum class Shape { Smooth, Periodic, Quantised, Plateaus };
+
+struct Signal {
+    // Continuous-time signal for one joint, defined over phase x in [0, cycles).
+    Shape shape;
+    double f1, f2, p1, p2, amp;
+    double operator()(double x) const {
+        const double base = amp * (std::sin(f1 * x + p1) + 0.4 * std::sin(f2 * x + p2));
+        switch (shape) {
+            case Shape::Smooth: return base + 0.3 * amp * x;
+            case Shape::Periodic: return amp * (std::sin(2 * M_PI * x + p1) + 0.5 * std::sin(4 * M_PI * x + p2));
+            case Shape::Quantised: return std::round(base * 4.0) / 4.0;
+            case Shape::Plateaus: {
+                const double s = std::sin(2 * M_PI * x + p1);
+                return amp * (s > 0.5 ? 1.0 : s < -0.5 ? -1.0 : 2.0 * s);
+            }
+        }
+        return 0;
+    }
+};
+
+struct Scenario {
+    Shape shape;
+    std::size_t joints, m, n, samples;
+    double cycles;     // reference covers this many cycles (periodic: the optimum can jump between them)
+    double noise;
+    bool collisions;
+};
+
+std::string name(Shape s) {
+    switch (s) {
+        case Shape::Smooth: return "smooth";
+        case Shape::Periodic: return "periodic";
+        case Shape::Quantised: return "quantised";
+        case Shape::Plateaus: return "plateaus";
+    }
+    return "?";
+}
+
+struct Counts {
+    std::size_t windows = 0;
+    std::size_t sweeps = 0;     // joint-group matches
+    std::size_t fallbacks = 0;  // ... of which went to the published algorithm
+    std::size_t jumps = 0;  // the optimal end moved by more than m reference samples between samples
+};
+
+void run(const Scenario& sc, std::uint64_t seed, Counts& counts, std::size_t arena = 0) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    std::vector<Signal> sig;
+    for (std::size_t k = 0; k < sc.joints; ++k) {
+        sig.push_back({sc.shape, 3 + 5 * u(rng), 7 + 11 * u(rng), 6 * u(rng), 6 * u(rng), 1 + 9 * u(rng)});
+    }
+    // Reference: n samples over `cycles` phases, small noise, quantised like a controller's value.
+    std::vector<std::vector<double>> refs(sc.joints, std::vector<double>(sc.n));
+    for (std::size_t k = 0; k < sc.joints; ++k) {
+        for (std::size_t j = 0; j < sc.n; ++j) {
+            const double x = sc.cycles * static_cast<double>(j) / static_cast<double>(sc.n);
+            refs[k][j] = std::round((sig[k](x) + sc.noise * gauss(rng)) * 1000.0) / 1000.0;
+        }
+    }
+    StreamingMdtw streaming(sc.m, refs, arena);
+    PublishedMdtw oracle(sc.m, sc.n);
+
+    // Measurement: the same motion sampled irregularly at 0.5x..2x the reference rate, with noise
+    // and, sometimes, collision bumps.
+    std::vector<std::vector<double>> fifo(sc.joints);
+    std::vector<double> windows(sc.joints * sc.m);
+    double x = sc.cycles * u(rng);
+    const double rate = (0.5 + 1.5 * u(rng)) * sc.cycles / static_cast<double>(sc.n);
+    double bump = 0.0;
+    std::vector<std::size_t> last_end(sc.joints, 0);
+    for (std::size_t s = 0; s < sc.samples; ++s) {
+        x += rate * (0.6 + 0.8 * u(rng));
+        if (sc.collisions && u(rng) < 0.01) bump = 5.0 + 20.0 * u(rng);
+        bump *= 0.8;
+        for (std::size_t k = 0; k < sc.joints; ++k) {
+            const double value = std::round((sig[k](std::fmod(x, sc.cycles)) + sc.noise * gauss(rng) +
+                                             (k % 2 ? bump : -bump)) * 1000.0) / 1000.0;
+            auto& f = fifo[k];
+            if (f.empty()) f.assign(sc.m, value);  // the thesis's start: m copies of the first sample
+            f.erase(f.begin());
+            f.push_back(value);
+            std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * sc.m));
+        }
+        streaming.match(windows);
+        for (std::size_t k = 0; k < sc.joints; ++k) {
+            const auto& expected = oracle.match(fifo[k], refs[k]);
+            const auto& got = streaming.result(k);
+            INFO(name(sc.shape) << " seed " << seed << " m " << sc.m << " n " << sc.n << " sample " << s << " joint " << k);
+            REQUIRE(got.cost == expected.cost);  // bit-identical
+            REQUIRE(got.end == expected.end);
+            REQUIRE(got.start == expected.start);
+            REQUIRE(got.path == expected.path);
+            if (s > 0 && (expected.end > last_end[k] + sc.m || expected.end + sc.m < last_end[k])) ++counts.jumps;
+            last_end[k] = expected.end;
+            ++counts.windows;
+        }
+    }
+    counts.sweeps += sc.samples * ((sc.joints + 3) / 4);
+    counts.fallbacks += streaming.fallbacks();
+}
+
+}  // namespace
+
+TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ random windows", "[streaming]") {
+    Counts counts;
+    std::uint64_t seed = 1000;
+    const Scenario scenarios[] = {
+        {Shape::Smooth, 6, 16, 400, 300, 1.0, 0.02, false},
+        {Shape::Smooth, 3, 30, 900, 300, 1.0, 0.05, true},
+        {Shape::Periodic, 6, 20, 600, 300, 4.0, 0.01, false},
+        {Shape::Periodic, 5, 32, 1200, 250, 6.0, 0.02, true},
+        {Shape::Quantised, 4, 12, 300, 300, 1.0, 0.0, false},
+        {Shape::Quantised, 7, 24, 500, 200, 2.0, 0.0, true},
+        {Shape::Plateaus, 2, 8, 250, 400, 3.0, 0.0, false},
+        {Shape::Plateaus, 6, 40, 700, 200, 3.0, 0.01, true},
+        {Shape::Smooth, 1, 2, 100, 400, 1.0, 0.05, true},
+        {Shape::Periodic, 6, 64, 1000, 150, 5.0, 0.0, true},
+    };
+    for (const auto& sc : scenarios) run(sc, seed++, counts);
+    INFO("windows " << counts.windows << ", optimum jumps " << counts.jumps);
+    CHECK(counts.windows >= 10000);
+    CHECK(counts.jumps >= 20);  // the periodic streams really made the optimum jump between cycles
+    // The pruned sweep, not the fallback, produced the results (the first sample of a stream has no
+    // bound and always falls back).
+    INFO("fallbacks " << counts.fallbacks << " of " << counts.sweeps);
+    CHECK(counts.fallbacks * 50 < counts.sweeps);
+}
+
+TEST_CASE("the streaming matcher stays exact when its arena overflows and it falls back", "[streaming]") {
+    Counts counts;
+    // An arena of 3 columns cannot hold a sweep: every sample takes the published path.
+    run({Shape::Periodic, 4, 10, 200, 60, 3.0, 0.01, true}, 77, counts, 30);
+    run({Shape::Smooth, 4, 10, 200, 60, 1.0, 0.01, true}, 78, counts, 30);
+    CHECK(counts.windows == 480);
+    CHECK(counts.fallbacks == counts.sweeps);
+}
+
+TEST_CASE("exists_within answers whether a match with cost <= tau exists, exactly", "[streaming]") {
+    std::mt19937_64 rng(9);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const std::size_t m = 24, n = 800, joints = 6;
+    std::vector<std::vector<double>> refs(joints, std::vector<double>(n));
+    for (std::size_t k = 0; k < joints; ++k) {
+        for (std::size_t j = 0; j < n; ++j) refs[k][j] = std::sin(0.02 * static_cast<double>(j) * (1 + 0.1 * k)) * (3 + k);
+    }
+    StreamingMdtw streaming(m, refs);
+    PublishedMdtw oracle(m, n);
+    std::vector<double> windows(joints * m), tau(joints);
+    bool answers[joints];
+    std::size_t yes = 0, no = 0;
+    for (int trial = 0; trial < 400; ++trial) {
+        const std::size_t at = 100 + static_cast<std::size_t>(u(rng) * 600);
+        for (std::size_t k = 0; k < joints; ++k) {
+            for (std::size_t i = 0; i < m; ++i) windows[k * m + i] = refs[k][at + i] + 0.3 * (u(rng) - 0.5) + (trial % 5 == 0 ? 2.0 : 0.0);
+        }
+        if (trial % 3 == 0) streaming.match(windows);  // sometimes with a tracked previous match
+        if (trial % 7 == 0) streaming.reset();
+        std::vector<double> exact(joints);
+        for (std::size_t k = 0; k < joints; ++k) {
+            exact[k] = oracle.match(std::span<const double>(windows).subspan(k * m, m), refs[k]).cost;
+            tau[k] = exact[k] * (0.5 + u(rng));
+        }
+        streaming.exists_within(windows, tau, std::span<bool>(answers, joints));
+        for (std::size_t k = 0; k < joints; ++k) {
+            INFO("trial " << trial << " joint " << k << " cost " << exact[k] << " tau " << tau[k]);
+            REQUIRE(answers[k] == (exact[k] <= tau[k]));
+            (answers[k] ? yes : no) += 1;
+        }
+    }
+    CHECK(yes > 100);
+    CHECK(no > 100);
+}
+
+TEST_CASE("the streaming matcher refuses inconsistent input with a clear message", "[streaming]") {
+    const std::vector<std::vector<double>> refs{{1, 2, 3}, {1, 2}};
+    CHECK_THROWS_WITH(StreamingMdtw(4, refs), Catch::Contains("reference 2 has 2 samples; the first has 3"));
+    const std::vector<std::vector<double>> ok{{1, 2, 3}};
+    CHECK_THROWS_WITH(StreamingMdtw(1, ok), Catch::Contains("window must be >= 2"));
+    StreamingMdtw s(2, ok);
+    const std::vector<double> three{1, 2, 3};
+    CHECK_THROWS_WITH(s.match(three), Catch::Contains("3 window values given; expected 1 joints x 2 samples"));
+}
