@@ -13,8 +13,9 @@
 //    is skipped after one comparison; UB tightens to the best end found so far. Every cell that is
 //    kept has exactly the value the full matrix has, so the cost, the earliest best end and every
 //    tie-break agree with the published algorithm.
-// 3. The joints are matched together: four joints share one sweep in the lanes of a 4 x double
-//    vector (GCC vector extensions; AVX2 where the build host has it).
+// 3. The joints are matched together: up to eight joints share one sweep in the lanes of an
+//    8 x double vector (GCC vector extensions: two AVX2 registers where the build host has them,
+//    whose two independent dependency chains hide each other's latency).
 // 4. The warping path is rebuilt by backtracking over the cells kept in step 2 only (an arena
 //    that is reset every sample). If a sample needs more cells than the arena holds (the first
 //    sample of a stream has no bound; a wild window can keep most cells alive), that joint group is
@@ -38,11 +39,14 @@ namespace warpguard {
 
 class StreamingMdtw {
 public:
-    static constexpr std::size_t kLanes = 4;
+    static constexpr std::size_t kLanes = 8;
 
     // `references` holds one reference per joint, all of the same length n >= 1; they are copied.
-    // `arena_cells` bounds the cells kept per joint group per sample (default: 16 x m x 256).
+    // `arena_cells` bounds the columns' cells kept per joint group per sample (default: 16 x m x 256).
     StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references, std::size_t arena_cells = 0);
+    ~StreamingMdtw();
+    StreamingMdtw(const StreamingMdtw&) = delete;
+    StreamingMdtw& operator=(const StreamingMdtw&) = delete;
 
     std::size_t joints() const { return joints_; }
     std::size_t window() const { return m_; }
@@ -64,8 +68,9 @@ public:
     std::uint64_t fallbacks() const { return fallbacks_; }
     std::uint64_t cells() const { return cells_; }  // cells computed by sweeps so far (per lane group)
 
+    struct Lanes;  // kLanes doubles, one per joint of a group
+
 private:
-    using Lanes = double __attribute__((vector_size(kLanes * sizeof(double))));
 
     struct Group {
         std::size_t first_joint = 0;

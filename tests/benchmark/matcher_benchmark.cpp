@@ -1,0 +1,222 @@
+// Per-sample matching time of the published mDTW and the streaming matcher, measured in the same
+// run on the same streams: m in {32, 64, 128}, n in {1,000, 10,000, 20,000}, 6 joints; smooth,
+// periodic (several near-identical cycles: the optimum jumps between them) and collision streams.
+// Every published result is compared with the streaming one (mismatches must be 0).
+//
+//   warpguard-bench-matcher [--quick] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "warpguard/mdtw.hpp"
+#include "warpguard/streaming_mdtw.hpp"
+
+using namespace warpguard;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kJoints = 6;
+
+enum class Kind { Smooth, Periodic, Collision };
+const char* name(Kind k) { return k == Kind::Smooth ? "smooth" : k == Kind::Periodic ? "periodic" : "collision"; }
+
+// A random Fourier series per joint: robot-like torque over a task cycle.
+struct Motion {
+    std::vector<std::vector<double>> a, b;  // [joint][harmonic]
+    Motion(std::mt19937_64& rng) : a(kJoints), b(kJoints) {
+        std::normal_distribution<double> g(0.0, 1.0);
+        for (std::size_t k = 0; k < kJoints; ++k) {
+            for (int h = 1; h <= 8; ++h) {
+                a[k].push_back(g(rng) * 10.0 / h);
+                b[k].push_back(g(rng) * 10.0 / h);
+            }
+        }
+    }
+    double value(std::size_t joint, double phase) const {  // phase in cycles
+        double v = 0;
+        for (std::size_t h = 0; h < a[joint].size(); ++h) {
+            const double w = 2 * M_PI * static_cast<double>(h + 1) * phase;
+            v += a[joint][h] * std::cos(w) + b[joint][h] * std::sin(w);
+        }
+        return v;
+    }
+};
+
+struct Stream {
+    std::vector<std::vector<double>> reference;  // [joint][n]
+    std::vector<std::vector<double>> samples;    // [sample][joint]
+};
+
+Stream make_stream(Kind kind, std::size_t n, std::size_t count, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(0.0, 0.05);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    const Motion motion(rng);
+    // Smooth: one long motion (0.37 of a slow period over the reference, so nothing repeats).
+    // Periodic and collision: 5 near-identical cycles in the reference.
+    const double cycles = kind == Kind::Smooth ? 0.37 : 5.0;
+    Stream s;
+    s.reference.assign(kJoints, std::vector<double>(n));
+    for (std::size_t j = 0; j < n; ++j) {
+        const double phase = cycles * static_cast<double>(j) / static_cast<double>(n);
+        for (std::size_t k = 0; k < kJoints; ++k) s.reference[k][j] = motion.value(k, phase) + noise(rng);
+    }
+    // The measurement: same motion, irregular sampling at about the reference's rate.
+    double phase = 0.05 * cycles;
+    const double step = cycles / static_cast<double>(n);
+    double bump = 0;
+    std::size_t bump_joint = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        phase += step * (0.75 + 0.5 * u(rng));
+        if (kind == Kind::Smooth && phase > 0.95 * cycles) phase = 0.05 * cycles;
+        if (kind == Kind::Collision && u(rng) < 1.0 / 250.0) {
+            bump = 15.0 + 30.0 * u(rng);
+            bump_joint = static_cast<std::size_t>(u(rng) * kJoints);
+        }
+        bump *= 0.85;
+        std::vector<double> row(kJoints);
+        for (std::size_t k = 0; k < kJoints; ++k) {
+            row[k] = motion.value(k, std::fmod(phase, cycles)) + noise(rng) + (k == bump_joint ? bump : 0.0);
+        }
+        s.samples.push_back(row);
+    }
+    return s;
+}
+
+struct Timing {
+    double mean_us = 0, p99_us = 0, max_us = 0;
+    std::size_t samples = 0;
+};
+
+Timing summarise(std::vector<double> us) {
+    Timing t;
+    t.samples = us.size();
+    if (us.empty()) return t;
+    std::sort(us.begin(), us.end());
+    double sum = 0;
+    for (double v : us) sum += v;
+    t.mean_us = sum / static_cast<double>(us.size());
+    t.p99_us = us[std::min(us.size() - 1, static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(us.size()))) - 1)];
+    t.max_us = us.back();
+    return t;
+}
+
+struct Row {
+    Kind kind;
+    std::size_t m, n;
+    Timing published, streaming;
+    std::size_t compared = 0, mismatches = 0;
+    std::uint64_t fallbacks = 0;
+};
+
+Row run(Kind kind, std::size_t m, std::size_t n, bool quick) {
+    const std::size_t stream_samples = quick ? 400 : 2000;
+    // Enough published samples for a p99, within about 1.5 s of matching per configuration.
+    const double published_cells = static_cast<double>(m * n * kJoints);
+    const std::size_t published_samples =
+        std::clamp<std::size_t>(static_cast<std::size_t>(1.5e9 / 1.2 / published_cells), 100, quick ? 100 : 400);
+    const Stream s = make_stream(kind, n, stream_samples + m, 1000 + m * 7 + n + static_cast<std::size_t>(kind));
+
+    StreamingMdtw streaming(m, s.reference);
+    PublishedMdtw published(m, n);
+    std::vector<double> windows(kJoints * m);
+    std::vector<std::vector<double>> fifo(kJoints);
+    std::vector<double> t_stream, t_pub;
+    std::vector<double> stream_cost(kJoints);
+    Row row{kind, m, n, {}, {}, 0, 0, 0};
+    for (std::size_t i = 0; i < s.samples.size(); ++i) {
+        for (std::size_t k = 0; k < kJoints; ++k) {
+            auto& f = fifo[k];
+            if (f.empty()) f.assign(m, s.samples[i][k]);
+            f.erase(f.begin());
+            f.push_back(s.samples[i][k]);
+            std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * m));
+        }
+        const auto t0 = Clock::now();
+        streaming.match(windows);
+        const auto t1 = Clock::now();
+        const bool measured = i >= m;  // after the window has filled with real samples
+        if (measured) t_stream.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+
+        if (measured && t_pub.size() < published_samples) {
+            double cost[kJoints];
+            std::size_t end[kJoints];
+            const auto p0 = Clock::now();
+            for (std::size_t k = 0; k < kJoints; ++k) {
+                const auto& r = published.match(std::span<const double>(windows).subspan(k * m, m), s.reference[k]);
+                cost[k] = r.cost;
+                end[k] = r.end;
+            }
+            const auto p1 = Clock::now();
+            t_pub.push_back(std::chrono::duration<double, std::micro>(p1 - p0).count());
+            for (std::size_t k = 0; k < kJoints; ++k) {
+                ++row.compared;
+                if (cost[k] != streaming.result(k).cost || end[k] != streaming.result(k).end) ++row.mismatches;
+            }
+        }
+    }
+    row.published = summarise(t_pub);
+    row.streaming = summarise(t_stream);
+    row.fallbacks = streaming.fallbacks();
+    return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    bool quick = false;
+    std::string json_path;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0) {
+            quick = true;
+        } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
+            json_path = argv[++i];
+        } else {
+            std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
+            return 2;
+        }
+    }
+    std::printf("| stream | m | n | published mean µs | published p99 µs | streaming mean µs | streaming p99 µs | "
+                "speed-up (mean) | speed-up (p99) | compared | mismatches |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    nlohmann::json rows = nlohmann::json::array();
+    std::size_t total_mismatches = 0;
+    for (Kind kind : {Kind::Smooth, Kind::Periodic, Kind::Collision}) {
+        for (std::size_t m : {32, 64, 128}) {
+            for (std::size_t n : {1000, 10000, 20000}) {
+                const Row r = run(kind, m, n, quick);
+                total_mismatches += r.mismatches;
+                std::printf("| %s | %zu | %zu | %.1f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %zu | %zu |\n", name(kind), m, n,
+                            r.published.mean_us, r.published.p99_us, r.streaming.mean_us, r.streaming.p99_us,
+                            r.published.mean_us / r.streaming.mean_us, r.published.p99_us / r.streaming.p99_us,
+                            r.compared, r.mismatches);
+                std::fflush(stdout);
+                rows.push_back({{"stream", name(kind)},
+                                {"m", m},
+                                {"n", n},
+                                {"joints", kJoints},
+                                {"published", {{"mean_us", r.published.mean_us}, {"p99_us", r.published.p99_us},
+                                               {"max_us", r.published.max_us}, {"samples", r.published.samples}}},
+                                {"streaming", {{"mean_us", r.streaming.mean_us}, {"p99_us", r.streaming.p99_us},
+                                               {"max_us", r.streaming.max_us}, {"samples", r.streaming.samples}}},
+                                {"compared", r.compared},
+                                {"mismatches", r.mismatches},
+                                {"fallbacks", r.fallbacks}});
+            }
+        }
+    }
+    if (!json_path.empty()) {
+        std::ofstream(json_path) << nlohmann::json{{"rows", rows}}.dump(1) << '\n';
+    }
+    std::printf("\nmismatches against the published algorithm: %zu\n", total_mismatches);
+    return total_mismatches == 0 ? 0 : 1;
+}
