@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
-  libeigen3-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev catch2
+  libeigen3-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev catch2 libmujoco-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,111 @@
+#include "mujoco_model.hpp"
+
+#include <array>
+#include <sstream>
+#include <stdexcept>
+
+#include <Eigen/Geometry>
+#include <fmt/format.h>
+
+namespace warpguard::sim {
+
+namespace {
+
+std::string vec(const Eigen::Vector3d& v) { return fmt::format("{:.17g} {:.17g} {:.17g}", v.x(), v.y(), v.z()); }
+
+std::string quat(const Eigen::Matrix3d& r) {
+    Eigen::Quaterniond q(r);
+    q.normalize();
+    return fmt::format("{:.17g} {:.17g} {:.17g} {:.17g}", q.w(), q.x(), q.y(), q.z());  // MuJoCo order w x y z
+}
+
+// DH link transform of joint i at q = 0: offsets only.
+Eigen::Isometry3d link_at_zero(const DhModel& model, std::size_t i) { return model.link_transform(i, 0.0); }
+
+}  // namespace
+
+std::string mjcf_from_description(const RobotDescription& robot, const ModelOptions& options) {
+    const DhModel& dh = robot.kinematics;
+    std::ostringstream x;
+    x << "<mujoco model=\"" << robot.name << "\">\n"
+      << "  <compiler angle=\"radian\" autolimits=\"true\"/>\n"
+      << fmt::format("  <option timestep=\"{:.17g}\" gravity=\"0 0 -9.81\" integrator=\"Euler\"/>\n", options.timestep)
+      << "  <worldbody>\n";
+    std::string indent = "    ";
+    for (std::size_t i = 0; i < robot.dof(); ++i) {
+        const LinkDynamics& l = robot.links[i];
+        const DhJoint& p = dh.joints()[i];
+        // Body i: placed at the previous link's transform (identity for the first).
+        if (i == 0) {
+            x << indent << "<body name=\"link1\" pos=\"0 0 0\">\n";
+        } else {
+            const Eigen::Isometry3d parent = link_at_zero(dh, i - 1);
+            x << indent << fmt::format("<body name=\"link{}\" pos=\"{}\" quat=\"{}\">\n", i + 1, vec(parent.translation()),
+                                       quat(parent.linear()));
+        }
+        const std::string in = indent + "  ";
+        const bool prismatic = p.type == JointType::Prismatic;
+        x << in
+          << fmt::format("<joint name=\"j{}\" type=\"{}\" axis=\"0 0 1\" range=\"{:.17g} {:.17g}\" armature=\"{:.17g}\"",
+                         i + 1, prismatic ? "slide" : "hinge", l.lower, l.upper, l.armature);
+        if (options.joint_friction) x << fmt::format(" damping=\"{:.17g}\" frictionloss=\"{:.17g}\"", l.viscous, l.coulomb);
+        x << "/>\n";
+        // Link i's mass properties are given in DH frame i = this body's frame * link transform.
+        const Eigen::Isometry3d to_frame_i = link_at_zero(dh, i);
+        x << in
+          << fmt::format("<inertial pos=\"{}\" quat=\"{}\" mass=\"{:.17g}\" diaginertia=\"{}\"/>\n",
+                         vec(to_frame_i * l.com), quat(to_frame_i.linear()), l.mass, vec(l.inertia));
+        // A capsule from the joint to the next frame, for looks and (later) contacts; it adds no mass.
+        const Eigen::Vector3d end = to_frame_i.translation();
+        if (end.norm() > 1e-6) {
+            x << in << fmt::format("<geom type=\"capsule\" fromto=\"0 0 0 {}\" size=\"0.03\" mass=\"0\" contype=\"0\" conaffinity=\"0\"/>\n", vec(end));
+        }
+        if (i + 1 == robot.dof()) {
+            const Eigen::Isometry3d tool = to_frame_i * dh.tool();
+            x << in << fmt::format("<site name=\"tool\" pos=\"{}\" quat=\"{}\" size=\"0.01\"/>\n", vec(tool.translation()),
+                                   quat(tool.linear()));
+        }
+        indent += "  ";
+    }
+    for (std::size_t i = robot.dof(); i-- > 0;) {
+        indent.resize(indent.size() - 2);
+        x << indent << "</body>\n";
+    }
+    x << "  </worldbody>\n  <actuator>\n";
+    for (std::size_t i = 0; i < robot.dof(); ++i) {
+        // The motor torque the controller commands, limited to 3x the rated torque (peak).
+        const double peak = 3.0 * robot.links[i].rated_torque;
+        x << fmt::format("    <motor name=\"m{}\" joint=\"j{}\" gear=\"1\" ctrlrange=\"{:.17g} {:.17g}\"/>\n", i + 1, i + 1,
+                         -peak, peak);
+    }
+    x << "  </actuator>\n</mujoco>\n";
+    return x.str();
+}
+
+MujocoRobot::MujocoRobot(const RobotDescription& robot, const ModelOptions& options) {
+    const std::string xml = mjcf_from_description(robot, options);
+    auto vfs = std::make_unique<mjVFS>();
+    mj_defaultVFS(vfs.get());
+    const std::string name = "robot.xml";
+    if (mj_makeEmptyFileVFS(vfs.get(), name.c_str(), static_cast<int>(xml.size())) != 0) {
+        throw std::runtime_error("MuJoCo: cannot create the in-memory model file");
+    }
+    const int index = mj_findFileVFS(vfs.get(), name.c_str());
+    std::copy(xml.begin(), xml.end(), static_cast<char*>(vfs->filedata[index]));
+    std::array<char, 1024> error{};
+    model_ = mj_loadXML(name.c_str(), vfs.get(), error.data(), static_cast<int>(error.size()));
+    mj_deleteVFS(vfs.get());
+    if (!model_) throw std::runtime_error(fmt::format("MuJoCo rejected the model of '{}': {}", robot.name, error.data()));
+    data_ = mj_makeData(model_);
+    tool_site_ = mj_name2id(model_, mjOBJ_SITE, "tool");
+    first_body_ = mj_name2id(model_, mjOBJ_BODY, "link1");
+    tool_body_ = mj_name2id(model_, mjOBJ_BODY, fmt::format("link{}", robot.dof()).c_str());
+    if (tool_site_ < 0 || first_body_ < 0 || tool_body_ < 0) throw std::runtime_error("MuJoCo model lacks its tool site or links");
+}
+
+MujocoRobot::~MujocoRobot() {
+    if (data_) mj_deleteData(data_);
+    if (model_) mj_deleteModel(model_);
+}
+
+}  // namespace warpguard::sim

@@ -1,0 +1,51 @@
+// The simulated robot's physics: a MuJoCo model built at run time from a robot description.
+//
+// Body i carries link i and joint i. Its frame is DH frame i-1 turned by q_i about z (or moved by
+// q_i along z for a prismatic joint), so the joint axis is the body's z axis; its child sits at
+// Rot_z(theta_i) Trans_z(d_i) Trans_x(a_i) Rot_x(alpha_i), the DH link transform at q = 0. Link i's
+// mass, centre of mass and principal inertias are given in DH frame i and placed accordingly. The
+// tool point is a site. MuJoCo's own forward kinematics therefore reproduce the DH model exactly.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <mujoco/mujoco.h>
+
+#include "warpguard/robot_description.hpp"
+
+namespace warpguard::sim {
+
+struct ModelOptions {
+    double timestep = 0.001;  // s, the physics and servo step
+    bool joint_friction = true;  // viscous damping and Coulomb friction loss from the description
+};
+
+// MJCF text of the robot (exposed for inspection and tests).
+std::string mjcf_from_description(const RobotDescription& robot, const ModelOptions& options);
+
+// Owns an mjModel and its mjData.
+class MujocoRobot {
+public:
+    MujocoRobot(const RobotDescription& robot, const ModelOptions& options = {});
+    ~MujocoRobot();
+    MujocoRobot(const MujocoRobot&) = delete;
+    MujocoRobot& operator=(const MujocoRobot&) = delete;
+
+    const mjModel* model() const { return model_; }
+    mjData* data() { return data_; }
+    const mjData* data() const { return data_; }
+    int dof() const { return model_->nv; }
+    int tool_site() const { return tool_site_; }
+    int tool_body() const { return tool_body_; }
+    int link_body(int joint) const { return first_body_ + joint; }  // 0-based joint -> body id
+
+private:
+    mjModel* model_ = nullptr;
+    mjData* data_ = nullptr;
+    int tool_site_ = -1;
+    int tool_body_ = -1;
+    int first_body_ = 1;
+};
+
+}  // namespace warpguard::sim
