@@ -11,6 +11,9 @@ namespace warpguard::sim {
 
 namespace {
 
+constexpr double kNoPayload = 1e-6;  // kg: MuJoCo needs a positive mass for a body
+constexpr double kPayloadRadius = 0.04;  // m: the payload's inertia is that of a solid sphere
+
 std::string vec(const Eigen::Vector3d& v) { return fmt::format("{:.17g} {:.17g} {:.17g}", v.x(), v.y(), v.z()); }
 
 std::string quat(const Eigen::Matrix3d& r) {
@@ -64,6 +67,9 @@ std::string mjcf_from_description(const RobotDescription& robot, const ModelOpti
             const Eigen::Isometry3d tool = to_frame_i * dh.tool();
             x << in << fmt::format("<site name=\"tool\" pos=\"{}\" quat=\"{}\" size=\"0.01\"/>\n", vec(tool.translation()),
                                    quat(tool.linear()));
+            // The payload: a small sphere at the tool point, welded to the last link.
+            x << in << fmt::format("<body name=\"payload\" pos=\"{}\"><inertial pos=\"0 0 0\" mass=\"{:.17g}\" diaginertia=\"{:.17g} {:.17g} {:.17g}\"/></body>\n",
+                                   vec(tool.translation()), kNoPayload, kNoPayload * 1e-3, kNoPayload * 1e-3, kNoPayload * 1e-3);
         }
         indent += "  ";
     }
@@ -100,7 +106,18 @@ MujocoRobot::MujocoRobot(const RobotDescription& robot, const ModelOptions& opti
     tool_site_ = mj_name2id(model_, mjOBJ_SITE, "tool");
     first_body_ = mj_name2id(model_, mjOBJ_BODY, "link1");
     tool_body_ = mj_name2id(model_, mjOBJ_BODY, fmt::format("link{}", robot.dof()).c_str());
-    if (tool_site_ < 0 || first_body_ < 0 || tool_body_ < 0) throw std::runtime_error("MuJoCo model lacks its tool site or links");
+    payload_body_ = mj_name2id(model_, mjOBJ_BODY, "payload");
+    if (tool_site_ < 0 || first_body_ < 0 || tool_body_ < 0 || payload_body_ < 0) {
+        throw std::runtime_error("MuJoCo model lacks its tool site, links or payload body");
+    }
+}
+
+void MujocoRobot::set_payload(double kg) {
+    if (!(kg >= 0)) throw std::invalid_argument(fmt::format("payload must be >= 0 kg, got {}", kg));
+    const double mass = std::max(kg, kNoPayload);
+    const double inertia = 0.4 * mass * kPayloadRadius * kPayloadRadius;
+    model_->body_mass[payload_body_] = mass;
+    for (int k = 0; k < 3; ++k) model_->body_inertia[3 * payload_body_ + k] = inertia;
 }
 
 MujocoRobot::~MujocoRobot() {

@@ -33,12 +33,16 @@ public:
     MujocoRobot& operator=(const MujocoRobot&) = delete;
 
     const mjModel* model() const { return model_; }
+    mjModel* mutable_model() { return model_; }  // for run-time changes: payload, friction drift
     mjData* data() { return data_; }
     const mjData* data() const { return data_; }
     int dof() const { return model_->nv; }
     int tool_site() const { return tool_site_; }
     int tool_body() const { return tool_body_; }
     int link_body(int joint) const { return first_body_ + joint; }  // 0-based joint -> body id
+    // A body at the tool point that carries the payload; set_payload(0) leaves a negligible mass.
+    int payload_body() const { return payload_body_; }
+    void set_payload(double kg);
 
 private:
     mjModel* model_ = nullptr;
@@ -46,6 +50,7 @@ private:
     int tool_site_ = -1;
     int tool_body_ = -1;
     int first_body_ = 1;
+    int payload_body_ = -1;
 };
 
 }  // namespace warpguard::sim

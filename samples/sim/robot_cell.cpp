@@ -1,0 +1,387 @@
+#include "robot_cell.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace warpguard::sim {
+
+namespace {
+
+// Minimum-jerk time scaling: position, velocity and acceleration factors at tau in [0, 1].
+void min_jerk(double tau, double& s, double& sd, double& sdd) {
+    tau = std::clamp(tau, 0.0, 1.0);
+    const double t2 = tau * tau, t3 = t2 * tau;
+    s = t3 * (10.0 - 15.0 * tau + 6.0 * t2);
+    sd = 30.0 * t2 * (1.0 - 2.0 * tau + t2);
+    sdd = 60.0 * tau * (1.0 - 3.0 * tau + 2.0 * t2);
+}
+
+// A segment of the planned motion: a move (from -> to over `duration`) or a hold.
+struct Segment {
+    double start = 0.0;
+    double duration = 0.0;
+    std::vector<double> from, to;
+    bool grasp = false, release = false;  // at the segment's start
+    double mass = 0.0;
+};
+
+struct Plan {
+    std::vector<Segment> segments;
+    std::vector<double> cycle_starts;
+    double end = 0.0;
+};
+
+std::vector<double> numbers(const nlohmann::json& v, std::size_t joints, const std::string& where) {
+    if (!v.is_array() || v.size() != joints) {
+        throw std::invalid_argument(fmt::format("{} must be an array of {} numbers, got {}", where, joints, v.dump().substr(0, 80)));
+    }
+    std::vector<double> out;
+    for (const auto& x : v) {
+        if (!x.is_number()) throw std::invalid_argument(fmt::format("{} holds {}, expected a number", where, x.dump()));
+        out.push_back(x.get<double>());
+    }
+    return out;
+}
+
+Plan plan(const Task& task, const RobotDescription& robot, std::size_t cycles, double override_factor) {
+    Plan p;
+    const std::size_t n = robot.dof();
+    double t = 0.0;
+    for (std::size_t c = 0; c < cycles; ++c) {
+        p.cycle_starts.push_back(t);
+        std::vector<double> at = task.home;
+        for (const auto& step : task.steps) {
+            Segment s;
+            s.start = t;
+            s.from = at;
+            switch (step.kind) {
+                case TaskStep::Kind::Move: {
+                    s.to = step.targets[c % step.targets.size()];
+                    // Minimum jerk: peak velocity 1.875 dq / T, peak acceleration 5.7735 dq / T^2.
+                    double duration = 0.05;
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const double dq = std::abs(s.to[i] - s.from[i]);
+                        const double v = task.max_velocity[i] * step.speed * override_factor;
+                        const double a = task.max_acceleration[i] * step.speed * override_factor * override_factor;
+                        duration = std::max({duration, 1.875 * dq / v, std::sqrt(5.7735 * dq / a)});
+                    }
+                    s.duration = duration;
+                    at = s.to;
+                    break;
+                }
+                case TaskStep::Kind::Wait:
+                    s.to = at;
+                    s.duration = step.seconds;
+                    break;
+                case TaskStep::Kind::Grasp:
+                case TaskStep::Kind::Release:
+                    s.to = at;
+                    s.grasp = step.kind == TaskStep::Kind::Grasp;
+                    s.release = step.kind == TaskStep::Kind::Release;
+                    s.mass = step.mass;
+                    break;
+            }
+            t += s.duration;
+            p.segments.push_back(std::move(s));
+        }
+        // Back home to close the cycle.
+        Segment back;
+        back.start = t;
+        back.from = at;
+        back.to = task.home;
+        double duration = 0.05;
+        for (std::size_t i = 0; i < n; ++i) {
+            const double dq = std::abs(back.to[i] - back.from[i]);
+            duration = std::max({duration, 1.875 * dq / (task.max_velocity[i] * override_factor),
+                                 std::sqrt(5.7735 * dq / (task.max_acceleration[i] * override_factor * override_factor))});
+        }
+        back.duration = duration;
+        t += duration;
+        p.segments.push_back(std::move(back));
+    }
+    p.end = t;
+    return p;
+}
+
+}  // namespace
+
+Task task_from_json(const nlohmann::json& j, std::size_t joints) {
+    if (!j.is_object()) throw std::invalid_argument("a task must be a JSON object");
+    Task task;
+    task.name = j.value("name", "task");
+    task.home = numbers(j.value("home", nlohmann::json()), joints, task.name + ".home");
+    task.max_velocity = numbers(j.value("max_velocity", nlohmann::json()), joints, task.name + ".max_velocity");
+    task.max_acceleration = numbers(j.value("max_acceleration", nlohmann::json()), joints, task.name + ".max_acceleration");
+    for (std::size_t i = 0; i < joints; ++i) {
+        if (!(task.max_velocity[i] > 0) || !(task.max_acceleration[i] > 0)) {
+            throw std::invalid_argument(fmt::format("{}: joint {} needs positive velocity and acceleration limits", task.name, i + 1));
+        }
+    }
+    if (!j.contains("steps") || !j.at("steps").is_array() || j.at("steps").empty()) {
+        throw std::invalid_argument(fmt::format("{}: 'steps' must be a non-empty array", task.name));
+    }
+    for (std::size_t k = 0; k < j.at("steps").size(); ++k) {
+        const auto& s = j.at("steps")[k];
+        const std::string where = fmt::format("{}.steps[{}]", task.name, k);
+        TaskStep step;
+        if (s.contains("move")) {
+            step.kind = TaskStep::Kind::Move;
+            step.targets.push_back(numbers(s.at("move"), joints, where + ".move"));
+        } else if (s.contains("move_variants")) {
+            step.kind = TaskStep::Kind::Move;
+            for (std::size_t v = 0; v < s.at("move_variants").size(); ++v) {
+                step.targets.push_back(numbers(s.at("move_variants")[v], joints, fmt::format("{}.move_variants[{}]", where, v)));
+            }
+            if (step.targets.empty()) throw std::invalid_argument(fmt::format("{}.move_variants is empty", where));
+        } else if (s.contains("wait")) {
+            step.kind = TaskStep::Kind::Wait;
+            step.seconds = s.at("wait").get<double>();
+            if (!(step.seconds >= 0)) throw std::invalid_argument(fmt::format("{}.wait must be >= 0 s, got {}", where, step.seconds));
+        } else if (s.contains("grasp")) {
+            step.kind = TaskStep::Kind::Grasp;
+            step.mass = s.at("grasp").get<double>();
+            if (!(step.mass >= 0)) throw std::invalid_argument(fmt::format("{}.grasp must be a mass >= 0 kg, got {}", where, step.mass));
+        } else if (s.contains("release")) {
+            step.kind = TaskStep::Kind::Release;
+        } else {
+            throw std::invalid_argument(fmt::format("{}: expected one of move, move_variants, wait, grasp, release; got {}", where,
+                                                    s.dump().substr(0, 80)));
+        }
+        step.speed = s.value("speed", 1.0);
+        if (!(step.speed > 0 && step.speed <= 1)) {
+            throw std::invalid_argument(fmt::format("{}.speed must be in (0, 1], got {}", where, step.speed));
+        }
+        task.steps.push_back(std::move(step));
+    }
+    return task;
+}
+
+Task load_task(const std::string& path, std::size_t joints) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the task", path));
+    try {
+        return task_from_json(nlohmann::json::parse(in), joints);
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+    }
+}
+
+RobotCell::RobotCell(RobotDescription robot, Task task, CellOptions options)
+    : robot_(std::move(robot)), task_(std::move(task)), options_(std::move(options)) {
+    if (task_.home.size() != robot_.dof()) {
+        throw std::invalid_argument(fmt::format("task '{}' is for {} joints; robot '{}' has {}", task_.name, task_.home.size(),
+                                                robot_.name, robot_.dof()));
+    }
+    if (!(options_.speed_override > 0 && options_.speed_override <= 1.5)) {
+        throw std::invalid_argument(fmt::format("speed override {} is outside (0, 1.5]", options_.speed_override));
+    }
+    if (robot_.unit == SignalUnit::A) {
+        throw std::invalid_argument(fmt::format("robot '{}': motor-current output needs motor constants the description does not have",
+                                                robot_.name));
+    }
+}
+
+std::vector<double> RobotCell::schedule(std::size_t cycles) const {
+    return plan(task_, robot_, cycles, options_.speed_override).cycle_starts;
+}
+
+Recording RobotCell::record(std::size_t cycles) {
+    const std::size_t n = robot_.dof();
+    const Plan p = plan(task_, robot_, cycles, options_.speed_override);
+    cycle_starts_ = p.cycle_starts;
+
+    MujocoRobot sim(robot_);
+    mjModel* m = sim.mutable_model();
+    const double dt = m->opt.timestep;
+    std::vector<double> damping(n), friction(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        damping[i] = m->dof_damping[i];
+        friction[i] = m->dof_frictionloss[i];
+        sim.data()->qpos[i] = task_.home[i];
+    }
+    mj_forward(m, sim.data());
+    ServoController servo(sim, task_.home);
+
+    std::mt19937_64 rng(options_.seed);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    std::uniform_real_distribution<double> unit(-1.0, 1.0);
+    std::vector<double> cycle_rate(cycles + 2);
+    for (auto& r : cycle_rate) r = 1.0 + options_.sampling.cycle_jitter * unit(rng);
+
+    RecordingInfo info;
+    info.robot = robot_.name;
+    info.signal = robot_.signal;
+    info.unit = robot_.unit;
+    info.source = fmt::format("warpguard-sim robot={} task={} cycles={} seed={} override={} drift={} contacts={}", robot_.name,
+                              task_.name, cycles, options_.seed, options_.speed_override, options_.friction_drift,
+                              options_.contacts.size());
+    Recording rec(n, info);
+    rec.ground_truth = GroundTruth{};
+
+    const double pre = 0.2, post = 0.2;
+    const long steps = static_cast<long>(std::ceil((pre + p.end + post) / dt));
+    std::vector<double> q(n), qd(n), qdd(n), tau(n), measured(n), angles(n);
+    std::size_t segment = 0;
+    std::size_t events = 0;  // segments whose grasp/release has been carried out
+    std::size_t cycle = 0;
+    double next_sample = -pre;
+    std::int64_t seq = 0;
+    for (long k = 0; k < steps; ++k) {
+        const double t = -pre + static_cast<double>(k) * dt;
+        // Which cycle (the main program increments its counter at every cycle start).
+        while (cycle < cycles && t >= (cycle + 1 < cycles ? p.cycle_starts[cycle + 1] : p.end)) ++cycle;
+        const std::int64_t counter = t < 0 ? 0 : static_cast<std::int64_t>(cycle) + 1;  // cycles are numbered from 1
+        // Desired motion.
+        std::fill(qd.begin(), qd.end(), 0.0);
+        std::fill(qdd.begin(), qdd.end(), 0.0);
+        if (t < 0 || t >= p.end) {
+            q = task_.home;
+        } else {
+            while (segment + 1 < p.segments.size() && t >= p.segments[segment + 1].start) ++segment;
+            for (; events <= segment; ++events) {
+                if (p.segments[events].grasp) sim.set_payload(p.segments[events].mass);
+                if (p.segments[events].release) sim.set_payload(0.0);
+            }
+            const Segment& s = p.segments[segment];
+            if (s.duration > 0 && s.from != s.to) {
+                double f, fd, fdd;
+                min_jerk((t - s.start) / s.duration, f, fd, fdd);
+                for (std::size_t i = 0; i < n; ++i) {
+                    const double dq = s.to[i] - s.from[i];
+                    q[i] = s.from[i] + dq * f;
+                    qd[i] = dq * fd / s.duration;
+                    qdd[i] = dq * fdd / (s.duration * s.duration);
+                }
+            } else {
+                q = s.to;
+            }
+        }
+        // Friction drifts slowly over the run (warm-up over a shift).
+        if (options_.friction_drift != 0.0 && cycles > 1) {
+            const double f = 1.0 + options_.friction_drift * static_cast<double>(std::min(cycle, cycles - 1)) /
+                                       static_cast<double>(cycles - 1);
+            for (std::size_t i = 0; i < n; ++i) {
+                m->dof_damping[i] = damping[i] * f;
+                m->dof_frictionloss[i] = friction[i] * f;
+            }
+        }
+        // External contact force.
+        std::size_t contact_link = 0;
+        const Contact* contact = nullptr;
+        const double force = contact_force(t, contact_link, &contact);
+        for (int b = 0; b < m->nbody; ++b) {
+            for (int c = 0; c < 6; ++c) sim.data()->xfrc_applied[6 * b + c] = 0.0;
+        }
+        if (contact) {
+            const int body = sim.link_body(static_cast<int>(contact->link) - 1);
+            const mjtNum* origin = sim.data()->xpos + 3 * body;
+            const mjtNum* rot = sim.data()->xmat + 9 * body;
+            // The next frame's origin in this body's frame: the link's far end.
+            const std::size_t next = contact->link < n ? contact->link : n;
+            const Eigen::Isometry3d link = robot_.kinematics.link_transform(next - 1, 0.0);
+            Eigen::Matrix3d r;
+            r << rot[0], rot[1], rot[2], rot[3], rot[4], rot[5], rot[6], rot[7], rot[8];
+            const Eigen::Vector3d point = Eigen::Vector3d(origin[0], origin[1], origin[2]) + r * (contact->along * link.translation());
+            const Eigen::Vector3d f = force * contact->direction.normalized();
+            const mjtNum* com = sim.data()->xipos + 3 * body;
+            const Eigen::Vector3d moment = (point - Eigen::Vector3d(com[0], com[1], com[2])).cross(f);
+            for (int c = 0; c < 3; ++c) {
+                sim.data()->xfrc_applied[6 * body + c] = f[c];
+                sim.data()->xfrc_applied[6 * body + 3 + c] = moment[c];
+            }
+        }
+
+        servo.command(sim, q.data(), qd.data(), qdd.data(), tau.data());
+
+        // The background task: one sample per period, with jitter.
+        if (t >= next_sample) {
+            for (std::size_t i = 0; i < n; ++i) {
+                const double rated = robot_.links[i].rated_torque;
+                double value = tau[i] + options_.signal.noise * rated * gauss(rng);
+                const double quantum = options_.signal.quantum * rated;
+                if (quantum > 0) value = std::round(value / quantum) * quantum;
+                measured[i] = robot_.unit == SignalUnit::Percent ? 100.0 * value / rated : value;
+                angles[i] = sim.data()->qpos[i];
+            }
+            const double robot_clock = std::round((t + pre) * 1e6) / 1e6;
+            rec.append(Sample{robot_clock, seq++, counter, 0u, measured, angles});
+            rec.ground_truth->contact.push_back(force > 0.0 ? 1 : 0);
+            rec.ground_truth->contact_force.push_back(force);
+            rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
+            const std::size_t rate_index = t < 0 ? 0 : std::min(cycle + 1, cycle_rate.size() - 1);
+            next_sample += options_.sampling.period * cycle_rate[rate_index] * (1.0 + options_.sampling.jitter * unit(rng));
+        }
+        mj_step(m, sim.data());
+    }
+    simulated_ = static_cast<double>(steps) * dt;
+    return rec;
+}
+
+double RobotCell::contact_force(double t, std::size_t& link, const Contact** active) const {
+    double best = 0.0;
+    for (const auto& c : options_.contacts) {
+        const double dt = t - c.start;
+        double f = 0.0;
+        switch (c.profile) {
+            case Contact::Profile::Impact:
+                if (dt >= 0 && dt <= c.duration) f = c.peak * std::sin(M_PI * dt / c.duration);
+                break;
+            case Contact::Profile::Push:
+            case Contact::Profile::Clamp: {
+                const double release = c.profile == Contact::Profile::Push ? 0.1 : 0.02;
+                if (dt >= 0 && dt < c.duration) {
+                    f = c.peak * dt / c.duration;
+                } else if (dt >= c.duration && dt < c.duration + c.hold) {
+                    f = c.peak;
+                } else if (dt >= c.duration + c.hold && dt < c.duration + c.hold + release) {
+                    f = c.peak * (1.0 - (dt - c.duration - c.hold) / release);
+                }
+                break;
+            }
+        }
+        if (f > best) {
+            best = f;
+            link = c.link;
+            *active = &c;
+        }
+    }
+    return best;
+}
+
+std::vector<Contact> random_contacts(std::size_t count, const std::vector<double>& cycle_starts, double cycle_length,
+                                     std::size_t links, double min_force, double max_force, std::uint64_t seed) {
+    if (cycle_starts.size() < 2 || count > cycle_starts.size() - 1) {
+        throw std::invalid_argument(fmt::format("{} contacts do not fit in {} cycles (one per cycle, not in the first)", count,
+                                                cycle_starts.size()));
+    }
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<std::size_t> pool(cycle_starts.size() - 1);
+    for (std::size_t k = 0; k < pool.size(); ++k) pool[k] = k + 1;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::vector<Contact> out;
+    for (std::size_t k = 0; k < count; ++k) {
+        Contact c;
+        c.start = cycle_starts[pool[k]] + (0.05 + 0.8 * u(rng)) * cycle_length;
+        c.link = 2 + static_cast<std::size_t>(u(rng) * static_cast<double>(links - 1)) % (links - 1);  // links 2..N
+        const double pick = u(rng);
+        c.profile = pick < 0.5 ? Contact::Profile::Impact : Contact::Profile::Push;
+        c.peak = min_force * std::pow(max_force / min_force, u(rng));  // log-uniform
+        c.duration = c.profile == Contact::Profile::Impact ? 0.01 + 0.04 * u(rng) : 0.2 + 0.8 * u(rng);
+        c.hold = 0.2;
+        c.along = 0.3 + 0.6 * u(rng);
+        const double az = 2 * M_PI * u(rng), el = std::asin(2 * u(rng) - 1);
+        c.direction = Eigen::Vector3d(std::cos(el) * std::cos(az), std::cos(el) * std::sin(az), std::sin(el));
+        out.push_back(c);
+    }
+    std::sort(out.begin(), out.end(), [](const Contact& a, const Contact& b) { return a.start < b.start; });
+    return out;
+}
+
+}  // namespace warpguard::sim

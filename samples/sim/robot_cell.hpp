@@ -1,0 +1,107 @@
+// The simulated robot cell: a MuJoCo robot under its servo controller runs a task program cycle
+// after cycle, while a background task samples what a closed controller would report (commanded
+// joint torque as current-based estimate, with noise and quantisation, and joint angles) at an
+// irregular period, with the cycle counter the main program increments at every cycle start.
+// External contact forces with ground truth can be put on any link.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "mujoco_model.hpp"
+#include "servo_controller.hpp"
+#include "warpguard/recording.hpp"
+#include "warpguard/robot_description.hpp"
+
+namespace warpguard::sim {
+
+// One step of a task program.
+struct TaskStep {
+    enum class Kind { Move, Wait, Grasp, Release };
+    Kind kind = Kind::Move;
+    std::vector<std::vector<double>> targets;  // Move: one target, or variants used cycle after cycle
+    double speed = 1.0;      // Move: fraction of the joint velocity and acceleration limits
+    double seconds = 0.0;    // Wait
+    double mass = 0.0;       // Grasp: payload in kg at the tool point
+};
+
+struct Task {
+    std::string name;
+    std::vector<double> home;  // every cycle starts and ends here
+    std::vector<TaskStep> steps;
+    std::vector<double> max_velocity;      // rad/s per joint
+    std::vector<double> max_acceleration;  // rad/s^2 per joint
+};
+
+// Reads a task file; throws std::invalid_argument naming the offending step and value.
+Task task_from_json(const nlohmann::json& j, std::size_t joints);
+Task load_task(const std::string& path, std::size_t joints);
+
+struct Contact {
+    double start = 0.0;       // s of simulated time
+    std::size_t link = 1;     // 1-based
+    double along = 0.7;       // fraction of the way from the link's joint to the next frame
+    Eigen::Vector3d direction = Eigen::Vector3d::UnitX();  // in the world frame, normalised on use
+    enum class Profile { Impact, Push, Clamp } profile = Profile::Impact;
+    double peak = 100.0;      // N
+    double duration = 0.02;   // s: impact length; push/clamp ramp time
+    double hold = 0.3;        // s at the peak (push, clamp)
+};
+
+struct SignalOptions {
+    double noise = 0.005;        // standard deviation, as a fraction of each joint's rated torque
+    double quantum = 0.001;      // quantisation step, as a fraction of each joint's rated torque
+};
+
+struct SamplingOptions {
+    double period = 0.004;       // s, nominal background-task period
+    double jitter = 0.3;         // +- fraction of the period, per sample
+    double cycle_jitter = 0.04;  // +- fraction, a per-cycle slow-down of the background task (load)
+};
+
+struct CellOptions {
+    std::uint64_t seed = 1;
+    double speed_override = 1.0;  // 1 = 100 %
+    double friction_drift = 0.0;  // relative friction increase reached at the last cycle
+    SignalOptions signal;
+    SamplingOptions sampling;
+    std::vector<Contact> contacts;
+};
+
+class RobotCell {
+public:
+    RobotCell(RobotDescription robot, Task task, CellOptions options);
+
+    // Runs `cycles` task cycles and returns the recording (every cycle complete: it starts a little
+    // before the first cycle start and ends a little after the last cycle).
+    Recording record(std::size_t cycles);
+
+    // Start times of `cycles` planned cycles (s): the schedule contacts are placed in.
+    std::vector<double> schedule(std::size_t cycles) const;
+    void set_contacts(std::vector<Contact> contacts) { options_.contacts = std::move(contacts); }
+
+    // Start time of every simulated cycle of the last record() (s).
+    const std::vector<double>& cycle_starts() const { return cycle_starts_; }
+    double simulated_seconds() const { return simulated_; }
+
+private:
+    double contact_force(double t, std::size_t& link, const Contact** active) const;
+
+    RobotDescription robot_;
+    Task task_;
+    CellOptions options_;
+    std::vector<double> cycle_starts_;
+    double simulated_ = 0.0;
+};
+
+// Random contacts spread over cycles, links, profiles, magnitudes and phases, deterministic in `seed`.
+std::vector<Contact> random_contacts(std::size_t count, const std::vector<double>& cycle_starts, double cycle_length,
+                                     std::size_t links, double min_force, double max_force, std::uint64_t seed);
+
+}  // namespace warpguard::sim

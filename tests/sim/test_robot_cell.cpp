@@ -1,0 +1,136 @@
+// The simulated cell: determinism, repeatability under irregular sampling, ground truth.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "robot_cell.hpp"
+#include "warpguard/recording_csv.hpp"
+
+using namespace warpguard;
+
+namespace {
+
+RobotDescription ur5e() { return load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/ur5e-like.json"); }
+
+sim::Task ur5e_task(bool varying) {
+    sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/ur5e-like-pick-and-place.json", 6);
+    if (!varying) {
+        for (auto& step : task.steps) {
+            if (step.targets.size() > 1) step.targets.resize(1);  // always the same place
+        }
+    }
+    return task;
+}
+
+std::string csv(const Recording& rec) {
+    std::ostringstream out;
+    write_recording(rec, out);
+    return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("the same seed gives byte-identical recordings, another seed does not", "[sim][cell]") {
+    sim::CellOptions options;
+    options.seed = 5;
+    sim::RobotCell a(ur5e(), ur5e_task(true), options);
+    const std::string first = csv(a.record(3));
+    sim::RobotCell b(ur5e(), ur5e_task(true), options);
+    const std::string second = csv(b.record(3));
+    CHECK(first.size() > 100000);
+    CHECK(first == second);
+    options.seed = 6;
+    sim::RobotCell c(ur5e(), ur5e_task(true), options);
+    CHECK(csv(c.record(3)) != first);
+}
+
+TEST_CASE("nominal cycles repeat within the configured noise once time-aligned, with different sample counts",
+          "[sim][cell]") {
+    sim::CellOptions options;
+    options.seed = 9;
+    sim::RobotCell cell(ur5e(), ur5e_task(false), options);
+    const std::size_t cycles = 5;
+    const Recording rec = cell.record(cycles);
+    const auto spans = rec.complete_cycles();
+    REQUIRE(spans.size() == cycles);
+    for (std::size_t c = 0; c < cycles; ++c) CHECK(spans[c].counter == static_cast<std::int64_t>(c + 1));
+
+    // The background task's irregular sampling: the cycles have different sample counts.
+    std::vector<std::size_t> counts;
+    for (const auto& s : spans) counts.push_back(s.size());
+    CHECK(*std::max_element(counts.begin(), counts.end()) > *std::min_element(counts.begin(), counts.end()));
+
+    // Time-aligned (by time since each cycle's first sample) the torques agree within the noise:
+    // cycle 2 against cycle 4, by linear interpolation of cycle 4 at cycle 2's sample times.
+    const auto& a = spans[1];
+    const auto& b = spans[3];
+    const RobotDescription robot = ur5e();
+    for (std::size_t j = 0; j < 6; ++j) {
+        const double sigma = options.signal.noise * robot.links[j].rated_torque;
+        double sum_sq = 0.0;
+        std::size_t count = 0;
+        std::size_t kb = b.begin;
+        for (std::size_t ka = a.begin; ka < a.end; ++ka) {
+            const double t = rec.t[ka] - rec.t[a.begin] + rec.t[b.begin];
+            while (kb + 1 < b.end && rec.t[kb + 1] < t) ++kb;
+            if (kb + 1 >= b.end || rec.t[kb] > t) continue;
+            const double w = (t - rec.t[kb]) / (rec.t[kb + 1] - rec.t[kb]);
+            const double other = rec.tau[j][kb] + w * (rec.tau[j][kb + 1] - rec.tau[j][kb]);
+            sum_sq += (rec.tau[j][ka] - other) * (rec.tau[j][ka] - other);
+            ++count;
+        }
+        const double rms = std::sqrt(sum_sq / static_cast<double>(count));
+        // Two independent noisy samples differ by sqrt(2) sigma in RMS (interpolation averages a
+        // little of it away); allow 50 % for what interpolation cannot follow.
+        INFO("joint " << j + 1 << ": rms difference " << rms << " Nm, noise sigma " << sigma << " Nm");
+        CHECK(count > 800);
+        CHECK(rms < 1.5 * std::sqrt(2.0) * sigma);
+        CHECK(rms > 0.5 * sigma);  // the noise really is there
+    }
+}
+
+TEST_CASE("contacts are in the ground truth with their peak force and link", "[sim][cell]") {
+    sim::CellOptions options;
+    options.seed = 3;
+    sim::RobotCell cell(ur5e(), ur5e_task(true), options);
+    const auto starts = cell.schedule(4);
+    sim::Contact push;
+    push.start = starts[2] + 1.0;
+    push.link = 3;
+    push.profile = sim::Contact::Profile::Push;
+    push.peak = 80.0;
+    push.duration = 0.3;
+    push.hold = 0.2;
+    push.direction = Eigen::Vector3d(0, 0, 1);
+    cell.set_contacts({push});
+    const Recording rec = cell.record(4);
+    const auto& gt = *rec.ground_truth;
+    double peak = 0.0;
+    std::size_t first = rec.size(), contact_samples = 0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        if (!gt.contact[i]) continue;
+        ++contact_samples;
+        first = std::min(first, i);
+        peak = std::max(peak, gt.contact_force[i]);
+        CHECK(gt.contact_link[i] == 3);
+    }
+    CHECK(peak == Approx(80.0));
+    CHECK(rec.t[first] >= push.start + 0.2 - 1e-9);  // the robot clock starts 0.2 s before cycle 1
+    CHECK(contact_samples > 100);                      // 0.6 s of contact at about 4 ms per sample
+    // The push moves joint 2 and 3 torques (it acts on link 3).
+    CHECK(rec.cycle[first] == 3);
+}
+
+TEST_CASE("task files name what is wrong", "[sim][task]") {
+    nlohmann::json j = {{"name", "t"}, {"home", {0, 0}}, {"max_velocity", {1, 1}}, {"max_acceleration", {1, 1}},
+                        {"steps", {{{"move", {0.1, 0.2, 0.3}}}}}};
+    CHECK_THROWS_WITH(sim::task_from_json(j, 2), Catch::Contains("t.steps[0].move must be an array of 2 numbers"));
+    j["steps"] = {{{"jump", 1}}};
+    CHECK_THROWS_WITH(sim::task_from_json(j, 2), Catch::Contains("expected one of move, move_variants, wait, grasp, release"));
+    j["steps"] = {{{"wait", -1}}};
+    CHECK_THROWS_WITH(sim::task_from_json(j, 2), Catch::Contains("t.steps[0].wait must be >= 0 s, got -1"));
+}
