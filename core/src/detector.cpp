@@ -70,6 +70,7 @@ Decision Detector::fault(const Sample& sample) const {
     Decision d;
     d.verdict = Verdict::Stop;
     d.rule = Rule::Fault;
+    d.fired = 1u << static_cast<int>(Rule::Fault);
     d.value = static_cast<double>(sample.tau.size());
     d.threshold = static_cast<double>(profile_.joints);
     return d;
@@ -123,6 +124,7 @@ Decision Detector::update(const Sample& sample) {
     if (streaming_) streaming_->match(windows_);
 
     Decision decision;
+    std::uint8_t fired = 0;
     double worst_ratio = 1.0;  // a joint must exceed its threshold (ratio > 1) to stop
     for (std::size_t j = 0; j < n; ++j) {
         const auto window = this->window(j);
@@ -146,6 +148,7 @@ Decision Detector::update(const Sample& sample) {
         const auto& th = profile_.thresholds[j];
         auto consider = [&](Rule rule, double value, double threshold) {
             if (!(value > threshold)) return;
+            fired = static_cast<std::uint8_t>(fired | (1u << static_cast<int>(rule)));
             const double ratio = threshold > 0 ? value / threshold : INFINITY;
             if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
                 worst_ratio = ratio;
@@ -155,6 +158,7 @@ Decision Detector::update(const Sample& sample) {
         consider(Rule::AbsoluteDifference, ev.rule1.magnitude(), th.rule1.value);
         consider(Rule::Eigenvalue, ev.rule2, th.rule2.value);
     }
+    decision.fired = fired;
     return decision;
 }
 

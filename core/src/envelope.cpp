@@ -231,6 +231,7 @@ Decision EnvelopeChecker::update(const Sample& sample) {
     if (sample.tau.size() != n) {
         decision.verdict = Verdict::Stop;
         decision.rule = Rule::Fault;
+        decision.fired = 1u << static_cast<int>(Rule::Fault);
         decision.value = static_cast<double>(sample.tau.size());
         decision.threshold = static_cast<double>(n);
         return decision;
@@ -245,15 +246,17 @@ Decision EnvelopeChecker::update(const Sample& sample) {
     have_cycle_ = true;
 
     double worst_ratio = 1.0;
+    std::uint8_t fired = 0;
     for (std::size_t j = 0; j < n; ++j) {
         const double x = sample.tau[j];
         if (!std::isfinite(x)) {
-            return Decision{Verdict::Stop, j + 1, Rule::Fault, x, 0.0, phase_, phase_};
+            return Decision{Verdict::Stop, j + 1, Rule::Fault, x, 0.0, phase_, phase_, 1u << static_cast<int>(Rule::Fault)};
         }
         const auto& env = limits_.joints[j];
         // `scale` makes the excess of different joints and rules comparable.
         auto consider = [&](Rule rule, double excess, double value, double threshold, double scale) {
             if (!(excess > 0)) return;
+            fired = static_cast<std::uint8_t>(fired | (1u << static_cast<int>(rule)));
             const double ratio = scale > 0 ? 1.0 + excess / scale : INFINITY;
             if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
                 worst_ratio = ratio;
@@ -273,6 +276,7 @@ Decision EnvelopeChecker::update(const Sample& sample) {
         previous_[j] = x;
     }
     have_previous_ = true;
+    decision.fired = fired;
     return decision;
 }
 

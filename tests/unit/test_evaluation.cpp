@@ -92,3 +92,34 @@ TEST_CASE("percentiles interpolate linearly", "[evaluation]") {
     CHECK(*percentile({1, 2, 3, 4, 5}, 95) == Approx(4.8));
     CHECK_FALSE(percentile({}, 50).has_value());
 }
+
+TEST_CASE("each rule is also counted alone, as the thesis's Table 3 does", "[evaluation]") {
+    //            index:   0 1 2 3 4 5 6 7 8 9
+    const Recording rec = tiny({0, 1, 1, 1, 2, 2, 2, 3, 3, 4}, {0, 0, 0, 0, 0, 1, 1, 0, 0, 0});
+    std::vector<Decision> d(10);
+    auto fire = [&](std::size_t i, Rule r) {
+        d[i].verdict = Verdict::Stop;
+        d[i].rule = r;
+        d[i].fired = static_cast<std::uint8_t>(d[i].fired | (1u << static_cast<int>(r)));
+    };
+    fire(2, Rule::AbsoluteDifference);  // a clean cycle (1) flagged by rule 1 only
+    fire(6, Rule::Eigenvalue);          // the collision (5-6) seen by rule 2 only
+    const RunEvaluation run = evaluate_decisions("rules.csv", rec, d, 2);
+    REQUIRE(run.by_rule.size() == 3);
+    const auto& r1 = run.by_rule[0];
+    const auto& r2 = run.by_rule[1];
+    const auto& both = run.by_rule[2];
+    CHECK(r1.name == "rule 1");
+    CHECK(r1.clean_cycles_flagged == 1);
+    CHECK(r1.detected == 0);
+    CHECK(r2.clean_cycles_flagged == 0);
+    CHECK(r2.detected == 1);
+    CHECK(r2.delays.front() == Approx(0.01));
+    CHECK(both.clean_cycles_flagged == 1);
+    CHECK(both.detected == 1);
+    CHECK(both.false_stop_events == 1);
+    // Peak force 46 N (40 + index 6): the < 50 N bin.
+    CHECK(both.bins[0].collisions == 1);
+    CHECK(both.bins[0].detected == 1);
+    CHECK(both.bins[3].collisions == 0);
+}

@@ -141,6 +141,7 @@ void run_evaluate(const EvaluateArgs& a) {
     }
 
     nlohmann::json runs = nlohmann::json::array();
+    std::vector<RuleSummary> by_rule(3);
     std::size_t collisions = 0, detected = 0, missed = 0, false_events = 0, events = 0, clean = 0, flagged = 0;
     std::vector<double> delays;
     for (const auto& path : a.runs) {
@@ -166,6 +167,7 @@ void run_evaluate(const EvaluateArgs& a) {
         }
         const RunEvaluation run = evaluate_decisions(path, rec, decisions, window);
         runs.push_back(to_json(run));
+        for (std::size_t r = 0; r < by_rule.size(); ++r) accumulate(by_rule[r], run.by_rule[r]);
         events += run.events.size();
         clean += run.clean_cycles;
         flagged += run.clean_cycles_flagged;
@@ -189,6 +191,8 @@ void run_evaluate(const EvaluateArgs& a) {
     const auto median = percentile(delays, 50.0);
     const auto p95 = percentile(delays, 95.0);
     auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json rules = nlohmann::json::array();
+    for (const auto& r : by_rule) rules.push_back(to_json(r));
     nlohmann::json doc = {{"format", "warpguard-evaluation"},
                           {"version", 1},
                           {"detector", detector ? to_string(detector->profile().method) : "envelope"},
@@ -204,7 +208,8 @@ void run_evaluate(const EvaluateArgs& a) {
                             {"missed", missed},
                             {"false_stop_events", false_events},
                             {"delay_median", opt(median)},
-                            {"delay_p95", opt(p95)}}}};
+                            {"delay_p95", opt(p95)},
+                            {"by_rule", rules}}}};
     write_json(doc, a.out);
     std::printf("total: %zu stop events, %zu of %zu clean cycles flagged", events, flagged, clean);
     if (collisions > 0) {
@@ -212,7 +217,18 @@ void run_evaluate(const EvaluateArgs& a) {
                     collisions, detected, missed, false_events, fmt_opt(median, 1000.0, "ms").c_str(),
                     fmt_opt(p95, 1000.0, "ms").c_str());
     }
-    std::printf("\nwrote %s\n", a.out.c_str());
+    std::printf("\n");
+    // The thesis's Table 3 form: each rule alone and both together.
+    for (const auto& r : by_rule) {
+        std::printf("  %-9s clean cycles flagged %zu of %zu (%.2f %%)", r.name.c_str(), r.clean_cycles_flagged, clean,
+                    clean ? 100.0 * static_cast<double>(r.clean_cycles_flagged) / static_cast<double>(clean) : 0.0);
+        if (r.collisions > 0) {
+            std::printf(", collisions detected %zu of %zu (%.2f %%)", r.detected, r.collisions,
+                        100.0 * static_cast<double>(r.detected) / static_cast<double>(r.collisions));
+        }
+        std::printf("\n");
+    }
+    std::printf("wrote %s\n", a.out.c_str());
 }
 
 // ---------------------------------------------------------------------------------------------

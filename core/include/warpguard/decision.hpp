@@ -29,8 +29,10 @@ struct Decision {
     double threshold = 0.0;  // the threshold it was compared with
     std::size_t ref_start = 0;  // matched reference span of that joint (sample indices)
     std::size_t ref_end = 0;
+    std::uint8_t fired = 0;     // every rule over its threshold on any joint: bit (1 << Rule)
 
     bool stop() const { return verdict == Verdict::Stop; }
+    bool fired_rule(Rule r) const { return (fired >> static_cast<int>(r)) & 1u; }
 };
 
 }  // namespace warpguard

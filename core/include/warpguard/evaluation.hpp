@@ -51,6 +51,29 @@ struct GroundTruthSummary {
     std::optional<double> delay_p95;
 };
 
+// Collisions and detections with peak force in [low, high) N.
+struct ForceBin {
+    double low = 0.0;
+    double high = 0.0;
+    std::size_t collisions = 0;
+    std::size_t detected = 0;
+};
+// Bins of issue 8: < 50 N, 50-100 N, 100-200 N, >= 200 N.
+std::vector<ForceBin> default_force_bins();
+
+// The same counts as the main evaluation for one rule (or rule set) alone, as the thesis's Table 3
+// reports rule 1, rule 2 and both combined.
+struct RuleSummary {
+    std::string name;  // "rule 1", "rule 2", "combined"
+    std::size_t stop_events = 0;
+    std::size_t clean_cycles_flagged = 0;
+    std::size_t collisions = 0;
+    std::size_t detected = 0;
+    std::size_t false_stop_events = 0;
+    std::vector<double> delays;  // s, of detected collisions
+    std::vector<ForceBin> bins;
+};
+
 struct RunEvaluation {
     std::string name;
     std::size_t samples = 0;
@@ -59,6 +82,7 @@ struct RunEvaluation {
     std::size_t clean_cycles = 0;          // complete cycles without contact
     std::size_t clean_cycles_flagged = 0;  // ... in which the detector said STOP at least once
     std::optional<GroundTruthSummary> truth;
+    std::vector<RuleSummary> by_rule;  // rule 1 alone, rule 2 alone, combined
 };
 
 // Builds the evaluation from one decision per sample. `window` is the detector's window length.
@@ -69,5 +93,8 @@ RunEvaluation evaluate_decisions(const std::string& name, const Recording& recor
 std::optional<double> percentile(std::vector<double> values, double p);
 
 nlohmann::json to_json(const RunEvaluation& run);
+nlohmann::json to_json(const RuleSummary& summary);
+// Adds b's counts, delays and bins to a (same name, same bins).
+void accumulate(RuleSummary& a, const RuleSummary& b);
 
 }  // namespace warpguard
