@@ -62,16 +62,10 @@ const MatchResult& PublishedMdtw::match(std::span<const double> a, std::span<con
         if (j == 0) {
             --i;  // (13)
         } else {
-            const double diag = d[(i - 1) * n + j - 1];
-            const double vert = d[(i - 1) * n + j];
-            const double horiz = d[i * n + j - 1];
-            if (diag <= vert && diag <= horiz) {  // (12), ties: diagonal, vertical, horizontal
-                --i;
-                --j;
-            } else if (vert <= horiz) {
-                --i;
-            } else {
-                --j;
+            switch (back_step(d[(i - 1) * n + j - 1], d[(i - 1) * n + j], d[i * n + j - 1])) {  // (12)
+                case BackStep::Diagonal: --i, --j; break;
+                case BackStep::Vertical: --i; break;
+                case BackStep::Horizontal: --j; break;
             }
         }
         path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
@@ -114,16 +108,10 @@ DtwResult dtw_match(std::span<const double> a, std::span<const double> b) {
         } else if (j == 0) {
             --i;  // (7)
         } else {
-            const double diag = at(i - 1, j - 1);
-            const double vert = at(i - 1, j);
-            const double horiz = at(i, j - 1);
-            if (diag <= vert && diag <= horiz) {  // (5)
-                --i;
-                --j;
-            } else if (vert <= horiz) {
-                --i;
-            } else {
-                --j;
+            switch (back_step(at(i - 1, j - 1), at(i - 1, j), at(i, j - 1))) {  // (5)
+                case BackStep::Diagonal: --i, --j; break;
+                case BackStep::Vertical: --i; break;
+                case BackStep::Horizontal: --j; break;
             }
         }
         result.path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});

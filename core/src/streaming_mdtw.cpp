@@ -338,16 +338,11 @@ void StreamingMdtw::backtrack(const Group&, std::size_t lane, std::span<const do
         if (j == 0) {
             --i;  // (13)
         } else {
-            const double diag = cell(j - 1, i - 1, lane);
-            const double vert = cell(j, i - 1, lane);
-            const double horiz = cell(j - 1, i, lane);
-            if (diag <= vert && diag <= horiz) {  // (12), ties as the published implementation
-                --i;
-                --j;
-            } else if (vert <= horiz) {
-                --i;
-            } else {
-                --j;
+            // (12), with the published implementation's tie-breaking.
+            switch (back_step(cell(j - 1, i - 1, lane), cell(j, i - 1, lane), cell(j - 1, i, lane))) {
+                case BackStep::Diagonal: --i, --j; break;
+                case BackStep::Vertical: --i; break;
+                case BackStep::Horizontal: --j; break;
             }
         }
         path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
@@ -355,6 +350,14 @@ void StreamingMdtw::backtrack(const Group&, std::size_t lane, std::span<const do
     std::reverse(path.begin(), path.end());
     out.start = j;
     out.end = end;
+}
+
+void StreamingMdtw::load_lanes(const Group& g, std::span<const double> windows) {
+    for (std::size_t i = 0; i < m_; ++i) {
+        Lanes v = broadcast(0.0);
+        for (std::size_t k = 0; k < g.lanes; ++k) v.set(k, windows[(g.first_joint + k) * m_ + i]);
+        lanes_window_[i] = v;
+    }
 }
 
 void StreamingMdtw::match(std::span<const double> windows) {
@@ -370,11 +373,7 @@ void StreamingMdtw::match(std::span<const double> windows) {
             ub.set(k, shifted_path_bound(g.first_joint + k, a));
             bounded = bounded && std::isfinite(ub[k]);
         }
-        for (std::size_t i = 0; i < m_; ++i) {
-            Lanes v = broadcast(0.0);
-            for (std::size_t k = 0; k < g.lanes; ++k) v.set(k, windows[(g.first_joint + k) * m_ + i]);
-            lanes_window_[i] = v;
-        }
+        load_lanes(g, windows);
         double best_cost[kLanes];
         std::size_t best_end[kLanes] = {};
         bool exact = bounded && sweep(g, lanes_window_.get(), ub, false, best_cost, best_end);
@@ -416,11 +415,7 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
             }
         }
         if (!open) continue;
-        for (std::size_t i = 0; i < m_; ++i) {
-            Lanes v = broadcast(0.0);
-            for (std::size_t k = 0; k < g.lanes; ++k) v.set(k, windows[(g.first_joint + k) * m_ + i]);
-            lanes_window_[i] = v;
-        }
+        load_lanes(g, windows);
         double best_cost[kLanes];
         std::size_t best_end[kLanes] = {};
         const bool exact = sweep(g, lanes_window_.get(), ub, true, best_cost, best_end);

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "minimum_jerk.hpp"
+
 namespace warpguard::planar_arm {
 
 namespace {
@@ -16,14 +18,6 @@ constexpr double kGravity = 9.81;  // m/s^2 along -y of the base frame (the arm 
 
 double cross2(double ax, double ay, double bx, double by) { return ax * by - ay * bx; }
 
-// Minimum-jerk time scaling and its derivatives.
-void min_jerk(double tau, double& s, double& sd, double& sdd) {
-    tau = std::clamp(tau, 0.0, 1.0);
-    const double t2 = tau * tau, t3 = t2 * tau;
-    s = t3 * (10.0 - 15.0 * tau + 6.0 * t2);
-    sd = 30.0 * t2 * (1.0 - 2.0 * tau + t2);
-    sdd = 60.0 * tau * (1.0 - 3.0 * tau + 2.0 * t2);
-}
 
 struct Segment {
     std::vector<double> from, to;
@@ -202,7 +196,7 @@ Recording simulate(const Arm& arm, const TaskOptions& task, const RunOptions& op
                 local -= s.move + s.wait;
             }
             double s = 1, sd = 0, sdd = 0;
-            if (local < seg->move) min_jerk(local / seg->move, s, sd, sdd);
+            if (local < seg->move) samples::minimum_jerk(local / seg->move, s, sd, sdd);
             for (std::size_t j = 0; j < n; ++j) {
                 const double dq = seg->to[j] - seg->from[j];
                 q[j] = seg->from[j] + dq * s;

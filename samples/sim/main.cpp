@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     std::string robot_file, task_file, out;
     std::size_t cycles = 10, contacts = 0;
     double min_force = 20.0, max_force = 300.0;
+    double payload = -1.0;
     sim::CellOptions options;
     auto* record = app.add_subcommand("record", "Run task cycles and write the background task's samples as CSV");
     record->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
@@ -28,11 +29,17 @@ int main(int argc, char** argv) {
     record->add_option("--contacts", contacts, "Random external contacts (one per cycle, not in the first)")->capture_default_str();
     record->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
     record->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
+    record->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
     record->add_option("--out", out, "CSV file to write")->required();
     CLI11_PARSE(app, argc, argv);
     try {
         const RobotDescription robot = load_robot_description(robot_file);
         sim::Task task = sim::load_task(task_file, robot.dof());
+        if (payload >= 0) {
+            for (auto& step : task.steps) {
+                if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = payload;
+            }
+        }
         sim::RobotCell cell(robot, task, options);
         if (contacts > 0) {
             const auto starts = cell.schedule(cycles);

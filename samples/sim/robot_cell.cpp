@@ -7,18 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "minimum_jerk.hpp"
+
 namespace warpguard::sim {
 
 namespace {
 
-// Minimum-jerk time scaling: position, velocity and acceleration factors at tau in [0, 1].
-void min_jerk(double tau, double& s, double& sd, double& sdd) {
-    tau = std::clamp(tau, 0.0, 1.0);
-    const double t2 = tau * tau, t3 = t2 * tau;
-    s = t3 * (10.0 - 15.0 * tau + 6.0 * t2);
-    sd = 30.0 * t2 * (1.0 - 2.0 * tau + t2);
-    sdd = 60.0 * tau * (1.0 - 3.0 * tau + 2.0 * t2);
-}
 
 // A segment of the planned motion: a move (from -> to over `duration`) or a hold.
 struct Segment {
@@ -251,7 +245,7 @@ Recording RobotCell::record(std::size_t cycles) {
             const Segment& s = p.segments[segment];
             if (s.duration > 0 && s.from != s.to) {
                 double f, fd, fdd;
-                min_jerk((t - s.start) / s.duration, f, fd, fdd);
+                samples::minimum_jerk((t - s.start) / s.duration, f, fd, fdd);
                 for (std::size_t i = 0; i < n; ++i) {
                     const double dq = s.to[i] - s.from[i];
                     q[i] = s.from[i] + dq * f;

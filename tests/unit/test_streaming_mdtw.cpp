@@ -161,7 +161,8 @@ TEST_CASE("exists_within answers whether a match with cost <= tau exists, exactl
     const std::size_t m = 24, n = 800, joints = 6;
     std::vector<std::vector<double>> refs(joints, std::vector<double>(n));
     for (std::size_t k = 0; k < joints; ++k) {
-        for (std::size_t j = 0; j < n; ++j) refs[k][j] = std::sin(0.02 * static_cast<double>(j) * (1 + 0.1 * k)) * (3 + k);
+        const double kd = static_cast<double>(k);
+        for (std::size_t j = 0; j < n; ++j) refs[k][j] = std::sin(0.02 * static_cast<double>(j) * (1 + 0.1 * kd)) * (3 + kd);
     }
     StreamingMdtw streaming(m, refs);
     PublishedMdtw oracle(m, n);

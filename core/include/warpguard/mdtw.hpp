@@ -27,6 +27,14 @@ struct PathStep {
     bool operator==(const PathStep&) const = default;
 };
 
+// One backtracking step of (5)/(12), with the tie-breaking every matcher here uses: the diagonal
+// predecessor wins ties, then the vertical one, then the horizontal one.
+enum class BackStep { Diagonal, Vertical, Horizontal };
+inline BackStep back_step(double diagonal, double vertical, double horizontal) {
+    if (diagonal <= vertical && diagonal <= horizontal) return BackStep::Diagonal;
+    return vertical <= horizontal ? BackStep::Vertical : BackStep::Horizontal;
+}
+
 struct MatchResult {
     double cost = 0.0;       // d(m, end)
     std::size_t start = 0;   // reference index where the path reaches row 1
