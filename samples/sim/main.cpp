@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     std::size_t cycles = 10, contacts = 0;
     double min_force = 20.0, max_force = 300.0;
     double payload = -1.0;
+    double obstacle_at = -1.0, stop_at = -1.0;
     sim::CellOptions options;
     auto* record = app.add_subcommand("record", "Run task cycles and write the background task's samples as CSV");
     record->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
@@ -30,6 +31,8 @@ int main(int argc, char** argv) {
     record->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
     record->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
     record->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
+    record->add_option("--obstacle-at", obstacle_at, "Put a rigid box where the tool will be at this task time, s");
+    record->add_option("--stop-at", stop_at, "Brake to a stop at this time, s (and stay stopped)");
     record->add_option("--out", out, "CSV file to write")->required();
     CLI11_PARSE(app, argc, argv);
     try {
@@ -46,6 +49,13 @@ int main(int argc, char** argv) {
             const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
             cell.set_contacts(sim::random_contacts(contacts, starts, length, robot.dof(), min_force, max_force, options.seed + 7));
         }
+        if (obstacle_at >= 0) {
+            sim::Obstacle obstacle;
+            obstacle.task_time = obstacle_at;
+            obstacle.start = std::max(0.0, obstacle_at - 0.6);
+            cell.set_obstacle(obstacle);
+        }
+        if (stop_at >= 0) cell.set_stop_at(stop_at);
         const auto t0 = std::chrono::steady_clock::now();
         const Recording rec = cell.record(cycles);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -53,6 +63,8 @@ int main(int argc, char** argv) {
         std::printf("%s: %zu samples, %zu cycles of '%s' on %s, %.1f s simulated in %.2f s wall = %.0fx real time\n",
                     out.c_str(), rec.size(), cycles, task.name.c_str(), robot.name.c_str(), cell.simulated_seconds(), wall,
                     cell.simulated_seconds() / wall);
+        if (cell.peak_contact_force() > 0) std::printf("peak contact force %.1f N\n", cell.peak_contact_force());
+        if (cell.stop_time()) std::printf("stopped at %.3f s\n", *cell.stop_time());
     } catch (const std::exception& e) {
         std::fprintf(stderr, "warpguard-sim: error: %s\n", e.what());
         return 1;

@@ -58,13 +58,18 @@ std::string mjcf_from_description(const RobotDescription& robot, const ModelOpti
         x << in
           << fmt::format("<inertial pos=\"{}\" quat=\"{}\" mass=\"{:.17g}\" diaginertia=\"{}\"/>\n",
                          vec(to_frame_i * l.com), quat(to_frame_i.linear()), l.mass, vec(l.inertia));
-        // A capsule from the joint to the next frame, for looks and (later) contacts; it adds no mass.
+        // A capsule from the joint to the next frame, for contacts with the obstacle; it adds no mass.
         const Eigen::Vector3d end = to_frame_i.translation();
         if (end.norm() > 1e-6) {
-            x << in << fmt::format("<geom type=\"capsule\" fromto=\"0 0 0 {}\" size=\"0.03\" mass=\"0\" contype=\"0\" conaffinity=\"0\"/>\n", vec(end));
+            // contype 2 / conaffinity 0: touches the obstacle (conaffinity 2), never the robot itself.
+            x << in << fmt::format("<geom type=\"capsule\" fromto=\"0 0 0 {}\" size=\"0.03\" mass=\"0\" contype=\"2\" conaffinity=\"0\"/>\n", vec(end));
         }
         if (i + 1 == robot.dof()) {
             const Eigen::Isometry3d tool = to_frame_i * dh.tool();
+            if ((tool.translation() - end).norm() > 1e-6) {  // the tool itself, flange to tool point
+                x << in << fmt::format("<geom type=\"capsule\" fromto=\"{} {}\" size=\"0.02\" mass=\"0\" contype=\"2\" conaffinity=\"0\"/>\n",
+                                       vec(end), vec(tool.translation()));
+            }
             x << in << fmt::format("<site name=\"tool\" pos=\"{}\" quat=\"{}\" size=\"0.01\"/>\n", vec(tool.translation()),
                                    quat(tool.linear()));
             // The payload: a small sphere at the tool point, welded to the last link.
@@ -76,6 +81,12 @@ std::string mjcf_from_description(const RobotDescription& robot, const ModelOpti
     for (std::size_t i = robot.dof(); i-- > 0;) {
         indent.resize(indent.size() - 2);
         x << indent << "</body>\n";
+    }
+    if (options.obstacle) {
+        // Parked far below the cell until a scenario moves it into the path.
+        x << fmt::format("    <body name=\"obstacle\" mocap=\"true\" pos=\"0 0 -10\"><geom name=\"obstacle\" type=\"box\" "
+                         "size=\"{0:.17g} {0:.17g} {0:.17g}\" contype=\"0\" conaffinity=\"2\" mass=\"1\"/></body>\n",
+                         options.obstacle_half_size);
     }
     x << "  </worldbody>\n  <actuator>\n";
     for (std::size_t i = 0; i < robot.dof(); ++i) {
@@ -107,9 +118,43 @@ MujocoRobot::MujocoRobot(const RobotDescription& robot, const ModelOptions& opti
     first_body_ = mj_name2id(model_, mjOBJ_BODY, "link1");
     tool_body_ = mj_name2id(model_, mjOBJ_BODY, fmt::format("link{}", robot.dof()).c_str());
     payload_body_ = mj_name2id(model_, mjOBJ_BODY, "payload");
+    obstacle_body_ = mj_name2id(model_, mjOBJ_BODY, "obstacle");
+    obstacle_geom_ = mj_name2id(model_, mjOBJ_GEOM, "obstacle");
     if (tool_site_ < 0 || first_body_ < 0 || tool_body_ < 0 || payload_body_ < 0) {
         throw std::runtime_error("MuJoCo model lacks its tool site, links or payload body");
     }
+}
+
+void MujocoRobot::place_obstacle(const Eigen::Vector3d& position) {
+    if (obstacle_body_ < 0) throw std::logic_error("this model was built without an obstacle");
+    const int mocap = model_->body_mocapid[obstacle_body_];
+    for (int k = 0; k < 3; ++k) data_->mocap_pos[3 * mocap + k] = position[k];
+}
+
+double MujocoRobot::obstacle_force(int& link) const {
+    link = 0;
+    if (obstacle_geom_ < 0) return 0.0;
+    Eigen::Vector3d total = Eigen::Vector3d::Zero();
+    double strongest = 0.0;
+    for (int c = 0; c < data_->ncon; ++c) {
+        const mjContact& con = data_->contact[c];
+        if (con.geom1 != obstacle_geom_ && con.geom2 != obstacle_geom_) continue;
+        mjtNum local[6];
+        mj_contactForce(model_, data_, c, local);
+        // The contact frame's rows are its axes in world coordinates: force = frame^T * local.
+        Eigen::Vector3d f = Eigen::Vector3d::Zero();
+        for (int r = 0; r < 3; ++r) {
+            for (int k = 0; k < 3; ++k) f[k] += con.frame[3 * r + k] * local[r];
+        }
+        total += f;
+        const int robot_geom = con.geom1 == obstacle_geom_ ? con.geom2 : con.geom1;
+        const int body = model_->geom_bodyid[robot_geom];
+        if (f.norm() > strongest) {
+            strongest = f.norm();
+            link = body - first_body_ + 1;
+        }
+    }
+    return total.norm();
 }
 
 void MujocoRobot::set_payload(double kg) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include <Eigen/Core>
 #include <mujoco/mujoco.h>
 
 #include "warpguard/robot_description.hpp"
@@ -19,6 +20,8 @@ namespace warpguard::sim {
 struct ModelOptions {
     double timestep = 0.001;  // s, the physics and servo step
     bool joint_friction = true;  // viscous damping and Coulomb friction loss from the description
+    bool obstacle = false;       // a movable box (mocap body) that the links collide with
+    double obstacle_half_size = 0.05;  // m
 };
 
 // MJCF text of the robot (exposed for inspection and tests).
@@ -43,6 +46,11 @@ public:
     // A body at the tool point that carries the payload; set_payload(0) leaves a negligible mass.
     int payload_body() const { return payload_body_; }
     void set_payload(double kg);
+    // The obstacle (ModelOptions::obstacle): its mocap position, and the total force it gets from
+    // contacts with the robot now (N, with the 1-based link that takes most of it, 0 if none).
+    bool has_obstacle() const { return obstacle_body_ >= 0; }
+    void place_obstacle(const Eigen::Vector3d& position);
+    double obstacle_force(int& link) const;
 
 private:
     mjModel* model_ = nullptr;
@@ -51,6 +59,8 @@ private:
     int tool_body_ = -1;
     int first_body_ = 1;
     int payload_body_ = -1;
+    int obstacle_body_ = -1;
+    int obstacle_geom_ = -1;
 };
 
 }  // namespace warpguard::sim

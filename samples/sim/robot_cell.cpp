@@ -189,8 +189,12 @@ Recording RobotCell::record(std::size_t cycles) {
     const std::size_t n = robot_.dof();
     const Plan p = plan(task_, robot_, cycles, options_.speed_override);
     cycle_starts_ = p.cycle_starts;
+    peak_force_ = 0.0;
+    stop_time_.reset();
 
-    MujocoRobot sim(robot_);
+    ModelOptions model_options;
+    model_options.obstacle = options_.obstacle.has_value();
+    MujocoRobot sim(robot_, model_options);
     mjModel* m = sim.mutable_model();
     const double dt = m->opt.timestep;
     std::vector<double> damping(n), friction(n);
@@ -218,43 +222,79 @@ Recording RobotCell::record(std::size_t cycles) {
     Recording rec(n, info);
     rec.ground_truth = GroundTruth{};
 
-    const double pre = 0.2, post = 0.2;
-    const long steps = static_cast<long>(std::ceil((pre + p.end + post) / dt));
-    std::vector<double> q(n), qd(n), qdd(n), tau(n), measured(n), angles(n);
+    // Desired joint motion and its derivatives with respect to task time at task time tau.
     std::size_t segment = 0;
     std::size_t events = 0;  // segments whose grasp/release has been carried out
+    std::vector<double> q(n), dq(n), ddq(n);
+    auto desired = [&](double tau) {
+        std::fill(dq.begin(), dq.end(), 0.0);
+        std::fill(ddq.begin(), ddq.end(), 0.0);
+        if (tau < 0 || tau >= p.end) {
+            q = task_.home;
+            return;
+        }
+        while (segment + 1 < p.segments.size() && tau >= p.segments[segment + 1].start) ++segment;
+        for (; events <= segment; ++events) {
+            if (p.segments[events].grasp) sim.set_payload(p.segments[events].mass);
+            if (p.segments[events].release) sim.set_payload(0.0);
+        }
+        const Segment& s = p.segments[segment];
+        if (s.duration > 0 && s.from != s.to) {
+            double f, fd, fdd;
+            samples::minimum_jerk((tau - s.start) / s.duration, f, fd, fdd);
+            for (std::size_t i = 0; i < n; ++i) {
+                const double span = s.to[i] - s.from[i];
+                q[i] = s.from[i] + span * f;
+                dq[i] = span * fd / s.duration;
+                ddq[i] = span * fdd / (s.duration * s.duration);
+            }
+        } else {
+            q = s.to;
+        }
+    };
+
+    // The obstacle's target: where the tool will be at the given task time.
+    Eigen::Vector3d obstacle_target = Eigen::Vector3d::Zero();
+    if (options_.obstacle) {
+        std::size_t saved_segment = segment, saved_events = events;
+        desired(options_.obstacle->task_time);
+        obstacle_target = robot_.kinematics.tool_pose(q).translation() + options_.obstacle->offset;
+        segment = saved_segment;
+        events = saved_events;
+        sim.set_payload(0.0);
+    }
+
+    const double pre = 0.2, post = 0.2;
+    const double give_up = 3.0 * (pre + p.end + post) + 10.0;  // a stop that is never released ends here
+    std::vector<double> qd(n), qdd(n), tau_cmd(n), measured(n), angles(n);
     std::size_t cycle = 0;
     double next_sample = -pre;
     std::int64_t seq = 0;
-    for (long k = 0; k < steps; ++k) {
-        const double t = -pre + static_cast<double>(k) * dt;
-        // Which cycle (the main program increments its counter at every cycle start).
-        while (cycle < cycles && t >= (cycle + 1 < cycles ? p.cycle_starts[cycle + 1] : p.end)) ++cycle;
-        const std::int64_t counter = t < 0 ? 0 : static_cast<std::int64_t>(cycle) + 1;  // cycles are numbered from 1
-        // Desired motion.
-        std::fill(qd.begin(), qd.end(), 0.0);
-        std::fill(qdd.begin(), qdd.end(), 0.0);
-        if (t < 0 || t >= p.end) {
-            q = task_.home;
-        } else {
-            while (segment + 1 < p.segments.size() && t >= p.segments[segment + 1].start) ++segment;
-            for (; events <= segment; ++events) {
-                if (p.segments[events].grasp) sim.set_payload(p.segments[events].mass);
-                if (p.segments[events].release) sim.set_payload(0.0);
-            }
-            const Segment& s = p.segments[segment];
-            if (s.duration > 0 && s.from != s.to) {
-                double f, fd, fdd;
-                samples::minimum_jerk((t - s.start) / s.duration, f, fd, fdd);
-                for (std::size_t i = 0; i < n; ++i) {
-                    const double dq = s.to[i] - s.from[i];
-                    q[i] = s.from[i] + dq * f;
-                    qd[i] = dq * fd / s.duration;
-                    qdd[i] = dq * fdd / (s.duration * s.duration);
-                }
-            } else {
-                q = s.to;
-            }
+    double task_time = -pre, rate = 1.0;
+    bool stopped = false;
+    double t = -pre;
+    for (; task_time < p.end + post && t < -pre + give_up; t += dt) {
+        // Stop latch: the task time slows to standstill along the path within brake_time.
+        if (options_.stop_at && !stopped && !stop_time_ && t >= *options_.stop_at) {
+            stopped = true;
+            stop_time_ = t;
+        }
+        const double target_rate = stopped ? 0.0 : 1.0;
+        double rate_dot = 0.0;  // d(rate)/dt: a linear ramp of the task time's speed
+        if (rate > target_rate) {
+            rate_dot = -1.0 / options_.brake_time;
+            rate = std::max(target_rate, rate - dt / options_.brake_time);
+        } else if (rate < target_rate) {
+            rate_dot = 1.0 / options_.brake_time;
+            rate = std::min(target_rate, rate + dt / options_.brake_time);
+        }
+
+        while (cycle < cycles && task_time >= (cycle + 1 < cycles ? p.cycle_starts[cycle + 1] : p.end)) ++cycle;
+        const std::int64_t counter = task_time < 0 ? 0 : static_cast<std::int64_t>(cycle) + 1;  // cycles are numbered from 1
+        desired(task_time);
+        for (std::size_t i = 0; i < n; ++i) {
+            qd[i] = dq[i] * rate;
+            qdd[i] = ddq[i] * rate * rate + dq[i] * rate_dot;
         }
         // Friction drifts slowly over the run (warm-up over a shift).
         if (options_.friction_drift != 0.0 && cycles > 1) {
@@ -265,10 +305,17 @@ Recording RobotCell::record(std::size_t cycles) {
                 m->dof_frictionloss[i] = friction[i] * f;
             }
         }
-        // External contact force.
+        // The obstacle comes down into the path.
+        if (options_.obstacle) {
+            const Obstacle& o = *options_.obstacle;
+            const double arrive = std::clamp((t - (o.start - o.approach)) / o.approach, 0.0, 1.0);
+            const Eigen::Vector3d parked = obstacle_target + Eigen::Vector3d(0, 0, 0.5);
+            sim.place_obstacle(t < o.start - o.approach ? Eigen::Vector3d(0, 0, -10) : parked + arrive * (obstacle_target - parked));
+        }
+        // Scripted external contact forces.
         std::size_t contact_link = 0;
         const Contact* contact = nullptr;
-        const double force = contact_force(t, contact_link, &contact);
+        double force = contact_force(t, contact_link, &contact);
         for (int b = 0; b < m->nbody; ++b) {
             for (int c = 0; c < 6; ++c) sim.data()->xfrc_applied[6 * b + c] = 0.0;
         }
@@ -277,8 +324,7 @@ Recording RobotCell::record(std::size_t cycles) {
             const mjtNum* origin = sim.data()->xpos + 3 * body;
             const mjtNum* rot = sim.data()->xmat + 9 * body;
             // The next frame's origin in this body's frame: the link's far end.
-            const std::size_t next = contact->link < n ? contact->link : n;
-            const Eigen::Isometry3d link = robot_.kinematics.link_transform(next - 1, 0.0);
+            const Eigen::Isometry3d link = robot_.kinematics.link_transform(contact->link - 1, 0.0);
             Eigen::Matrix3d r;
             r << rot[0], rot[1], rot[2], rot[3], rot[4], rot[5], rot[6], rot[7], rot[8];
             const Eigen::Vector3d point = Eigen::Vector3d(origin[0], origin[1], origin[2]) + r * (contact->along * link.translation());
@@ -290,30 +336,49 @@ Recording RobotCell::record(std::size_t cycles) {
                 sim.data()->xfrc_applied[6 * body + 3 + c] = moment[c];
             }
         }
+        // Contact with the obstacle, as MuJoCo's contact model computes it.
+        int obstacle_link = 0;
+        const double obstacle_force = sim.has_obstacle() ? sim.obstacle_force(obstacle_link) : 0.0;
+        if (obstacle_force > force) {
+            force = obstacle_force;
+            contact_link = static_cast<std::size_t>(obstacle_link);
+        }
+        peak_force_ = std::max(peak_force_, force);
 
-        servo.command(sim, q.data(), qd.data(), qdd.data(), tau.data());
+        servo.command(sim, q.data(), qd.data(), qdd.data(), tau_cmd.data());
 
         // The background task: one sample per period, with jitter.
         if (t >= next_sample) {
             for (std::size_t i = 0; i < n; ++i) {
                 const double rated = robot_.links[i].rated_torque;
-                double value = tau[i] + options_.signal.noise * rated * gauss(rng);
+                double value = tau_cmd[i] + options_.signal.noise * rated * gauss(rng);
                 const double quantum = options_.signal.quantum * rated;
                 if (quantum > 0) value = std::round(value / quantum) * quantum;
                 measured[i] = robot_.unit == SignalUnit::Percent ? 100.0 * value / rated : value;
                 angles[i] = sim.data()->qpos[i];
             }
             const double robot_clock = std::round((t + pre) * 1e6) / 1e6;
-            rec.append(Sample{robot_clock, seq++, counter, 0u, measured, angles});
+            const Sample sample{robot_clock, seq++, counter, 0u, measured, angles};
+            rec.append(sample);
             rec.ground_truth->contact.push_back(force > 0.0 ? 1 : 0);
             rec.ground_truth->contact_force.push_back(force);
             rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
-            const std::size_t rate_index = t < 0 ? 0 : std::min(cycle + 1, cycle_rate.size() - 1);
+            if (options_.on_sample) {
+                const Reply reply = options_.on_sample(sample);
+                if (reply == Reply::Stop && !stopped) {
+                    stopped = true;
+                    if (!stop_time_) stop_time_ = t;
+                } else if (reply == Reply::Resume) {
+                    stopped = false;
+                }
+            }
+            const std::size_t rate_index = task_time < 0 ? 0 : std::min(cycle + 1, cycle_rate.size() - 1);
             next_sample += options_.sampling.period * cycle_rate[rate_index] * (1.0 + options_.sampling.jitter * unit(rng));
         }
         mj_step(m, sim.data());
+        task_time += rate * dt;
     }
-    simulated_ = static_cast<double>(steps) * dt;
+    simulated_ = t + pre;
     return rec;
 }
 

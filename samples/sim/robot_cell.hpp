@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -65,6 +66,20 @@ struct SamplingOptions {
     double cycle_jitter = 0.04;  // +- fraction, a per-cycle slow-down of the background task (load)
 };
 
+// A physical obstacle (a box) that moves into the path: it appears at the point the tool will pass
+// at task time `task_time`, arriving from above over `approach` seconds before `start` (sim time).
+struct Obstacle {
+    double start = 0.0;
+    double task_time = 0.0;
+    double approach = 0.3;
+    Eigen::Vector3d offset = Eigen::Vector3d::Zero();  // added to the tool point, m
+};
+
+// What the robot's background task hears back for a sample (the wire protocol's reply, or an
+// in-process detector): STOP latches a braking stop, RESUME releases it.
+enum class Reply { Continue, Stop, Resume };
+using SampleHook = std::function<Reply(const Sample&)>;
+
 struct CellOptions {
     std::uint64_t seed = 1;
     double speed_override = 1.0;  // 1 = 100 %
@@ -72,6 +87,10 @@ struct CellOptions {
     SignalOptions signal;
     SamplingOptions sampling;
     std::vector<Contact> contacts;
+    std::optional<Obstacle> obstacle;
+    std::optional<double> stop_at;  // s of sim time: brake to a stop then (an offline experiment)
+    double brake_time = 0.15;        // s from full speed to standstill along the path
+    SampleHook on_sample;            // called for every sample, in order
 };
 
 class RobotCell {
@@ -89,6 +108,13 @@ public:
     // Start time of every simulated cycle of the last record() (s).
     const std::vector<double>& cycle_starts() const { return cycle_starts_; }
     double simulated_seconds() const { return simulated_; }
+    // Largest contact force of the last record() over every physics step (N), and when the robot
+    // was first told to stop (sim time, s), if it was.
+    double peak_contact_force() const { return peak_force_; }
+    std::optional<double> stop_time() const { return stop_time_; }
+    void set_options_hook(SampleHook hook) { options_.on_sample = std::move(hook); }
+    void set_obstacle(Obstacle obstacle) { options_.obstacle = obstacle; }
+    void set_stop_at(double t) { options_.stop_at = t; }
 
 private:
     double contact_force(double t, std::size_t& link, const Contact** active) const;
@@ -98,6 +124,8 @@ private:
     CellOptions options_;
     std::vector<double> cycle_starts_;
     double simulated_ = 0.0;
+    double peak_force_ = 0.0;
+    std::optional<double> stop_time_;
 };
 
 // Random contacts spread over cycles, links, profiles, magnitudes and phases, deterministic in `seed`.

@@ -134,3 +134,78 @@ TEST_CASE("task files name what is wrong", "[sim][task]") {
     j["steps"] = {{{"wait", -1}}};
     CHECK_THROWS_WITH(sim::task_from_json(j, 2), Catch::Contains("t.steps[0].wait must be >= 0 s, got -1"));
 }
+
+TEST_CASE("STOP brakes the robot to a standstill along its path and holds it; RESUME continues the program",
+          "[sim][cell][stop]") {
+    sim::CellOptions options;
+    options.seed = 4;
+    sim::RobotCell reference_cell(ur5e(), ur5e_task(false), options);
+    const Recording plain = reference_cell.record(2);
+
+    const double stop_at = reference_cell.cycle_starts()[1] + 1.2;  // during a move of cycle 2
+    const double resume_at = stop_at + 1.0;
+    std::vector<double> stop_window_q;
+    sim::RobotCell cell(ur5e(), ur5e_task(false), options);
+    cell.set_options_hook([&](const Sample& s) {
+        const double t = s.t - 0.2;  // the robot clock starts 0.2 s before the first cycle
+        if (t >= stop_at && t < resume_at) return sim::Reply::Stop;
+        if (t >= resume_at) return sim::Reply::Resume;
+        return sim::Reply::Continue;
+    });
+    const Recording rec = cell.record(2);
+    REQUIRE(cell.stop_time().has_value());
+    CHECK(*cell.stop_time() == Approx(stop_at).margin(0.01));
+    // Still every cycle, complete, and later by the hold plus the braking and restarting.
+    CHECK(rec.complete_cycles().size() == 2);
+    const double longer = rec.t.back() - plain.t.back();
+    INFO("the run took " << longer << " s longer");
+    CHECK(longer > 0.9);
+    CHECK(longer < 1.3);
+    // Standstill from brake_time after the stop until the resume: the joints barely move.
+    double moved = 0.0, before = 0.0;
+    for (std::size_t i = 1; i < rec.size(); ++i) {
+        const double t = rec.t[i] - 0.2;
+        for (std::size_t j = 0; j < 6; ++j) {
+            const double dq = std::abs(rec.q[j][i] - rec.q[j][i - 1]);
+            if (t > stop_at + options.brake_time + 0.1 && t < resume_at) moved = std::max(moved, dq);
+            if (t > stop_at - 0.2 && t < stop_at) before = std::max(before, dq);
+        }
+    }
+    INFO("largest joint step per sample while held " << moved << " rad, just before the stop " << before << " rad");
+    CHECK(before > 1e-3);   // it was really moving
+    CHECK(moved < 1e-5);    // and it really stands
+}
+
+TEST_CASE("an obstacle in the path makes a contact force; stopping soon after contact limits its peak", "[sim][cell][obstacle]") {
+    sim::CellOptions options;
+    options.seed = 8;
+    sim::RobotCell free_cell(ur5e(), ur5e_task(false), options);
+    const auto starts = free_cell.schedule(2);
+    sim::Obstacle obstacle;
+    obstacle.task_time = starts[1] + 1.5;  // where the tool will be 1.5 s into cycle 2
+    obstacle.start = obstacle.task_time - 0.6;  // in place well before the tool arrives
+    sim::RobotCell hit(ur5e(), ur5e_task(false), options);
+    hit.set_obstacle(obstacle);
+    const Recording rec = hit.record(2);
+    const auto& gt = *rec.ground_truth;
+    std::size_t first = rec.size();
+    for (std::size_t i = 0; i < rec.size() && first == rec.size(); ++i) {
+        if (gt.contact[i]) first = i;
+    }
+    REQUIRE(first < rec.size());
+    const double without_stop = hit.peak_contact_force();
+    CHECK(gt.contact_link[first] >= 5);  // the wrist or the tool meets it
+    CHECK(rec.cycle[first] == 2);
+
+    // The same run, told to stop 30 ms after the first contact (a detection's delay).
+    sim::RobotCell stopped(ur5e(), ur5e_task(false), options);
+    stopped.set_obstacle(obstacle);
+    stopped.set_stop_at(rec.t[first] - 0.2 + 0.03);
+    stopped.record(2);
+    const double with_stop = stopped.peak_contact_force();
+    INFO("peak contact force without a stop " << without_stop << " N, with a stop after 30 ms " << with_stop << " N");
+    CHECK(without_stop > 100.0);
+    // Most of the peak comes from the impact itself (a rigid box, braking takes 150 ms), so the
+    // stop lowers it rather than removing it; it must never raise it.
+    CHECK(with_stop < without_stop);
+}
