@@ -7,7 +7,8 @@
 # Per robot: reference (7 cycles), 100 calibration cycles, 200 held-out nominal cycles, 100
 # collision cycles (one contact each, 20-300 N, links 2..6, impacts and pushes, random phase and
 # direction), and variants: speed override 70 % (nominal + collisions), friction drift +30 %
-# (nominal + collisions) and double payload (nominal + collisions). Seeds are fixed: the same
+# (nominal + collisions), double payload (nominal + collisions), and an assembly task with snap-fit
+# and screwing (own reference and calibration). Seeds are fixed: the same
 # command gives the same numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +45,17 @@ run_robot() {
                  payload2x-nominal payload2x-collisions; do
     "$wg" evaluate --profile "$dir/profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
   done
-  "$wg" match --profile "$dir/profile.json" --run "$dir/collisions.csv" --index 4000 --joint 2 --path --json > "$dir/window.json"
+  # Contact tasks: snap-fit at three poses and screwing, with its own reference and calibration.
+  local a="samples/tasks/$robot-assembly.json"
+  "$sim" record --robot "$r" --task "$a" --cycles 7 --seed $((seed + 11)) --out "$dir/assembly-reference.csv"
+  "$sim" record --robot "$r" --task "$a" --cycles 50 --seed $((seed + 12)) --out "$dir/assembly-calibration.csv"
+  "$sim" record --robot "$r" --task "$a" --cycles 100 --seed $((seed + 13)) --out "$dir/assembly-nominal.csv"
+  "$sim" record --robot "$r" --task "$a" --cycles 51 --seed $((seed + 14)) --contacts 50 --out "$dir/assembly-collisions.csv"
+  "$wg" calibrate --reference "$dir/assembly-reference.csv" --reference-cycles 3 --nominal "$dir/assembly-calibration.csv" \
+    --out "$dir/assembly-profile.json"
+  for variant in assembly-nominal assembly-collisions; do
+    "$wg" evaluate --profile "$dir/assembly-profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
+  done
 }
 
 run_robot ur5e-like 1000 > "$out/ur5e-like.log" 2>&1 &

@@ -21,7 +21,20 @@ struct Segment {
     std::vector<double> from, to;
     bool grasp = false, release = false;  // at the segment's start
     double mass = 0.0;
+    const TaskStep* press = nullptr;       // an intended contact during this (holding) segment
 };
+
+// Intended contact profile at normalised time s in [0, 1], as a fraction of the step's magnitude.
+double press_profile(TaskStep::Press kind, double s) {
+    if (s < 0 || s > 1) return 0.0;
+    if (kind == TaskStep::Press::Screw) return s < 0.9 ? s / 0.9 : 0.0;  // tighten, then let go
+    // Snap-fit: first peak (the latch deflects), a dip, the higher second peak, the click, release.
+    if (s < 0.3) return 0.6 * s / 0.3;
+    if (s < 0.45) return 0.6 - 0.4 * (s - 0.3) / 0.15;
+    if (s < 0.75) return 0.2 + 0.8 * (s - 0.45) / 0.3;
+    if (s < 0.8) return 1.0 - 0.9 * (s - 0.75) / 0.05;
+    return 0.1 * (1.0 - s) / 0.2;
+}
 
 struct Plan {
     std::vector<Segment> segments;
@@ -70,6 +83,11 @@ Plan plan(const Task& task, const RobotDescription& robot, std::size_t cycles, d
                 case TaskStep::Kind::Wait:
                     s.to = at;
                     s.duration = step.seconds;
+                    break;
+                case TaskStep::Kind::Press:
+                    s.to = at;
+                    s.duration = step.seconds;
+                    s.press = &step;
                     break;
                 case TaskStep::Kind::Grasp:
                 case TaskStep::Kind::Release:
@@ -141,8 +159,30 @@ Task task_from_json(const nlohmann::json& j, std::size_t joints) {
             if (!(step.mass >= 0)) throw std::invalid_argument(fmt::format("{}.grasp must be a mass >= 0 kg, got {}", where, step.mass));
         } else if (s.contains("release")) {
             step.kind = TaskStep::Kind::Release;
+        } else if (s.contains("press")) {
+            const auto& pr = s.at("press");
+            step.kind = TaskStep::Kind::Press;
+            const std::string profile = pr.value("profile", "");
+            if (profile == "snap-fit") {
+                step.press = TaskStep::Press::SnapFit;
+            } else if (profile == "screw") {
+                step.press = TaskStep::Press::Screw;
+            } else {
+                throw std::invalid_argument(fmt::format("{}.press.profile '{}' is not known; expected snap-fit or screw", where, profile));
+            }
+            step.magnitude = pr.value("magnitude", 0.0);
+            step.seconds = pr.value("duration", 0.0);
+            if (!(step.magnitude > 0) || !(step.seconds > 0)) {
+                throw std::invalid_argument(fmt::format("{}.press needs magnitude > 0 and duration > 0 s", where));
+            }
+            if (pr.contains("axis")) {
+                const auto ax = numbers(pr.at("axis"), 3, where + ".press.axis");
+                step.axis = Eigen::Vector3d(ax[0], ax[1], ax[2]);
+                if (step.axis.norm() < 1e-9) throw std::invalid_argument(fmt::format("{}.press.axis has no length", where));
+                step.axis.normalize();
+            }
         } else {
-            throw std::invalid_argument(fmt::format("{}: expected one of move, move_variants, wait, grasp, release; got {}", where,
+            throw std::invalid_argument(fmt::format("{}: expected one of move, move_variants, wait, grasp, release, press; got {}", where,
                                                     s.dump().substr(0, 80)));
         }
         step.speed = s.value("speed", 1.0);
@@ -334,6 +374,27 @@ Recording RobotCell::record(std::size_t cycles) {
             for (int c = 0; c < 3; ++c) {
                 sim.data()->xfrc_applied[6 * body + c] = f[c];
                 sim.data()->xfrc_applied[6 * body + 3 + c] = moment[c];
+            }
+        }
+        // The task's intended contact (snap-fit, screwing) at the tool, in the tool frame.
+        if (task_time >= 0 && task_time < p.end && p.segments[segment].press) {
+            const Segment& seg = p.segments[segment];
+            const TaskStep& press = *seg.press;
+            const double level = press.magnitude * press_profile(press.press, (task_time - seg.start) / seg.duration);
+            const mjtNum* rot = sim.data()->site_xmat + 9 * sim.tool_site();
+            Eigen::Matrix3d r;
+            r << rot[0], rot[1], rot[2], rot[3], rot[4], rot[5], rot[6], rot[7], rot[8];
+            const Eigen::Vector3d axis = r * press.axis;
+            const int body = sim.tool_body();
+            const mjtNum* tp = sim.data()->site_xpos + 3 * sim.tool_site();
+            const mjtNum* com = sim.data()->xipos + 3 * body;
+            const Eigen::Vector3d arm(tp[0] - com[0], tp[1] - com[1], tp[2] - com[2]);
+            // The work piece pushes back on the tool: a reaction along -axis, or a reaction torque.
+            const Eigen::Vector3d f = press.press == TaskStep::Press::SnapFit ? Eigen::Vector3d(-level * axis) : Eigen::Vector3d::Zero();
+            const Eigen::Vector3d moment = press.press == TaskStep::Press::Screw ? Eigen::Vector3d(-level * axis) : arm.cross(f);
+            for (int c = 0; c < 3; ++c) {
+                sim.data()->xfrc_applied[6 * body + c] += f[c];
+                sim.data()->xfrc_applied[6 * body + 3 + c] += moment[c];
             }
         }
         // Contact with the obstacle, as MuJoCo's contact model computes it.

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
 #include "mujoco_model.hpp"
@@ -24,7 +25,14 @@ namespace warpguard::sim {
 
 // One step of a task program.
 struct TaskStep {
-    enum class Kind { Move, Wait, Grasp, Release };
+    enum class Kind { Move, Wait, Grasp, Release, Press };
+    // Press: an intended contact while the robot holds still (thesis §3.3): a force along `axis`
+    // of the tool frame (snap-fit: two peaks, the second ending in the click) or a torque about it
+    // (screwing: a ramp to the tightening torque). It is part of the task, not a collision.
+    enum class Press { SnapFit, Screw };
+    Press press = Press::SnapFit;
+    double magnitude = 0.0;  // N (snap-fit) or Nm (screwing)
+    Eigen::Vector3d axis = Eigen::Vector3d::UnitZ();
     Kind kind = Kind::Move;
     std::vector<std::vector<double>> targets;  // Move: one target, or variants used cycle after cycle
     double speed = 1.0;      // Move: fraction of the joint velocity and acceleration limits

@@ -209,3 +209,32 @@ TEST_CASE("an obstacle in the path makes a contact force; stopping soon after co
     // stop lowers it rather than removing it; it must never raise it.
     CHECK(with_stop < without_stop);
 }
+
+TEST_CASE("snap-fit and screwing are intended contacts: in the torques, not in the collision ground truth",
+          "[sim][cell][contact-task]") {
+    const RobotDescription robot = ur5e();
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/ur5e-like-assembly.json", 6);
+    sim::CellOptions options;
+    options.seed = 2;
+    options.signal.noise = 0.0;  // to see the contact torques themselves
+    sim::RobotCell cell(robot, task, options);
+    const Recording rec = cell.record(1);
+    CHECK(std::all_of(rec.ground_truth->contact.begin(), rec.ground_truth->contact.end(), [](auto c) { return c == 0; }));
+
+    // The same cycle with the presses removed: the difference is the intended contact's torque.
+    sim::Task quiet = task;
+    for (auto& step : quiet.steps) {
+        if (step.kind == sim::TaskStep::Kind::Press) step.magnitude = 1e-9;
+    }
+    sim::RobotCell quiet_cell(robot, quiet, options);
+    const Recording base = quiet_cell.record(1);
+    REQUIRE(base.size() == rec.size());  // same seed: same sampling instants
+    double snap = 0.0, screw = 0.0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        snap = std::max(snap, std::abs(rec.tau[1][i] - base.tau[1][i]));   // a push along the tool axis loads joint 2
+        screw = std::max(screw, std::abs(rec.tau[5][i] - base.tau[5][i]));  // a torque about the tool axis is joint 6's
+    }
+    INFO("largest joint-2 change " << snap << " Nm, joint-6 change " << screw << " Nm");
+    CHECK(snap > 5.0);               // 60 N at roughly 0.1-0.5 m
+    CHECK(screw == Approx(3.0).margin(0.05));  // the 3 Nm tightening torque, within quantisation
+}
