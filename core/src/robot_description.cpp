@@ -72,6 +72,10 @@ RobotDescription robot_description_from_json(const nlohmann::json& j) {
         l.viscous = positive(jj, "viscous", where, true);
         l.coulomb = positive(jj, "coulomb", where, true);
         l.armature = jj.contains("armature") ? positive(jj, "armature", where, true) : 0.0;
+        l.rated_current = jj.contains("rated_current") ? positive(jj, "rated_current", where, false) : 0.0;
+        if (r.signal == SignalKind::Current && r.unit == SignalUnit::A && !(l.rated_current > 0)) {
+            throw std::invalid_argument(fmt::format("{}.rated_current (A) is needed for a current signal in A", where));
+        }
         l.estimated = jj.value("estimated", std::vector<std::string>{});
         r.links.push_back(l);
     }

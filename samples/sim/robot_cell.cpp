@@ -215,10 +215,7 @@ RobotCell::RobotCell(RobotDescription robot, Task task, CellOptions options)
     if (!(options_.speed_override > 0 && options_.speed_override <= 1.5)) {
         throw std::invalid_argument(fmt::format("speed override {} is outside (0, 1.5]", options_.speed_override));
     }
-    if (robot_.unit == SignalUnit::A) {
-        throw std::invalid_argument(fmt::format("robot '{}': motor-current output needs motor constants the description does not have",
-                                                robot_.name));
-    }
+
 }
 
 std::vector<double> RobotCell::schedule(std::size_t cycles) const {
@@ -415,7 +412,7 @@ Recording RobotCell::record(std::size_t cycles) {
                 double value = tau_cmd[i] + options_.signal.noise * rated * gauss(rng);
                 const double quantum = options_.signal.quantum * rated;
                 if (quantum > 0) value = std::round(value / quantum) * quantum;
-                measured[i] = robot_.unit == SignalUnit::Percent ? 100.0 * value / rated : value;
+                measured[i] = reported(i, value);
                 angles[i] = sim.data()->qpos[i];
             }
             const double robot_clock = std::round((t + pre) * 1e6) / 1e6;
@@ -441,6 +438,16 @@ Recording RobotCell::record(std::size_t cycles) {
     }
     simulated_ = t + pre;
     return rec;
+}
+
+double RobotCell::reported(std::size_t joint, double torque) const {
+    const LinkDynamics& l = robot_.links[joint];
+    if (robot_.signal == SignalKind::Current) {
+        // Motor current follows the torque's magnitude; like Denso's, the value is unsigned.
+        const double fraction = std::abs(torque) / l.rated_torque;
+        return robot_.unit == SignalUnit::A ? fraction * l.rated_current : 100.0 * fraction;
+    }
+    return robot_.unit == SignalUnit::Percent ? 100.0 * torque / l.rated_torque : torque;
 }
 
 double RobotCell::contact_force(double t, std::size_t& link, const Contact** active) const {

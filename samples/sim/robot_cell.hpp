@@ -126,6 +126,8 @@ public:
 
 private:
     double contact_force(double t, std::size_t& link, const Contact** active) const;
+    // The value the controller reports for a commanded joint torque, in the robot's signal and unit.
+    double reported(std::size_t joint, double torque) const;
 
     RobotDescription robot_;
     Task task_;

@@ -238,3 +238,26 @@ TEST_CASE("snap-fit and screwing are intended contacts: in the torques, not in t
     CHECK(snap > 5.0);               // 60 N at roughly 0.1-0.5 m
     CHECK(screw == Approx(3.0).margin(0.05));  // the 3 Nm tightening torque, within quantisation
 }
+
+TEST_CASE("a current signal is reported as an unsigned magnitude, in A or percent", "[sim][cell][units]") {
+    RobotDescription robot = ur5e();
+    const sim::Task task = ur5e_task(false);
+    sim::CellOptions options;
+    options.seed = 12;
+    sim::RobotCell torque_cell(robot, task, options);
+    const Recording torque = torque_cell.record(1);
+
+    robot.signal = SignalKind::Current;
+    robot.unit = SignalUnit::A;
+    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    sim::RobotCell amps_cell(robot, task, options);
+    const Recording amps = amps_cell.record(1);
+    REQUIRE(amps.size() == torque.size());
+    CHECK(amps.info().signal == SignalKind::Current);
+    for (std::size_t i = 0; i < amps.size(); i += 97) {
+        for (std::size_t j = 0; j < 6; ++j) {
+            CHECK(amps.tau[j][i] >= 0.0);
+            CHECK(amps.tau[j][i] == Approx(std::abs(torque.tau[j][i]) * 2.0 / 50.0).margin(1e-12));
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //   "sources": "where every number comes from",
 //   "joints": [ { "dh": {"a", "alpha", "d", "theta"}, "limits": [lo, hi],
 //                 "mass", "com": [x, y, z], "inertia": [ixx, iyy, izz],   // in DH frame i (link i)
-//                 "rated_torque", "gear", "viscous", "coulomb", "armature",
+//                 "rated_torque", "gear", "viscous", "coulomb", "armature", "rated_current",
 //                 "estimated": ["inertia", ...] }, ... ],
 //   "tool": {"translation": [...], "rotation": [[...]...]}                  // optional
 // }
@@ -35,6 +35,7 @@ struct LinkDynamics {
     double viscous = 0.0;                       // Nm s/rad at the joint
     double coulomb = 0.0;                       // Nm at the joint
     double armature = 0.0;                      // kg m^2, reflected rotor inertia at the joint
+    double rated_current = 0.0;                 // A at rated torque (needed for a current signal in A)
     std::vector<std::string> estimated;         // fields that are estimates, not published values
 };
 
