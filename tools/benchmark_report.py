@@ -117,7 +117,7 @@ def main():
     plt.close(fig)
 
     # One matched window: the stop event furthest over its threshold in the first robot's collision run.
-    robot = ROBOTS[0]
+    window_robot = robot = ROBOTS[0]
     run = load(f"{suite}/{robot}/collisions.evaluation.json")["runs"][0]
     event = max(run["stop_events"], key=lambda e: e["value"] / e["threshold"] if e["threshold"] > 0 else 0.0)
     index, joint = event["index"], event["joint"]
@@ -180,7 +180,7 @@ def main():
     rel = os.path.relpath(plot_dir, os.path.dirname(out_md))
     lines += ["## Sensitivity", "", f"![detection rate by peak force]({rel}/sensitivity.png)", "",
               "## A matched window", "",
-              f"The stop event furthest over its threshold in {robot}'s collision run (sample {index}, joint {joint}),",
+              f"The stop event furthest over its threshold in {window_robot}'s collision run (sample {index}, joint {joint}),",
               "along the warping path, with the rule-1 band around the matched reference:", "", f"![matched window]({rel}/matched-window.png)", "",
               "## Reading these numbers", "",
               "The published recipe flags most clean cycles: the matched deviations are heavy-tailed, so 3σ is",
