@@ -1,9 +1,10 @@
 #include "warpguard/kinematics.hpp"
 
-#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "warpguard/json_file.hpp"
 #include <nlohmann/json.hpp>
 
 namespace warpguard {
@@ -127,15 +128,7 @@ DhModel dh_model_from_json(const nlohmann::json& j) {
 }
 
 DhModel load_dh_model(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the kinematic model", path));
-    try {
-        return dh_model_from_json(nlohmann::json::parse(in));
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-    }
+    return load_json_file(path, "kinematic model", [](const nlohmann::json& j) { return dh_model_from_json(j); });
 }
 
 }  // namespace warpguard

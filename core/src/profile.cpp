@@ -5,6 +5,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "warpguard/json_file.hpp"
 #include <nlohmann/json.hpp>
 
 namespace warpguard {
@@ -191,15 +193,7 @@ void save_profile(const Profile& profile, const std::string& path) {
 }
 
 Profile load_profile(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the profile", path));
-    try {
-        return profile_from_json(nlohmann::json::parse(in));
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-    }
+    return load_json_file(path, "profile", [](const nlohmann::json& j) { return profile_from_json(j); });
 }
 
 }  // namespace warpguard

@@ -1,9 +1,10 @@
 #include "warpguard/robot_description.hpp"
 
-#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "warpguard/json_file.hpp"
 
 namespace warpguard {
 
@@ -89,15 +90,7 @@ RobotDescription robot_description_from_json(const nlohmann::json& j) {
 }
 
 RobotDescription load_robot_description(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the robot description", path));
-    try {
-        return robot_description_from_json(nlohmann::json::parse(in));
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-    }
+    return load_json_file(path, "robot description", [](const nlohmann::json& j) { return robot_description_from_json(j); });
 }
 
 }  // namespace warpguard

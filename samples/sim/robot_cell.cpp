@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "warpguard/json_file.hpp"
 
 #include "minimum_jerk.hpp"
 
@@ -195,15 +196,7 @@ Task task_from_json(const nlohmann::json& j, std::size_t joints) {
 }
 
 Task load_task(const std::string& path, std::size_t joints) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the task", path));
-    try {
-        return task_from_json(nlohmann::json::parse(in), joints);
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-    }
+    return load_json_file(path, "task", [joints](const nlohmann::json& j) { return task_from_json(j, joints); });
 }
 
 RobotCell::RobotCell(RobotDescription robot, Task task, CellOptions options)

@@ -15,6 +15,7 @@
 #include "warpguard/detector.hpp"
 #include "warpguard/envelope.hpp"
 #include "warpguard/evaluation.hpp"
+#include "warpguard/json_file.hpp"
 #include "warpguard/lever_length.hpp"
 #include "warpguard/mdtw.hpp"
 #include "warpguard/recording_csv.hpp"
@@ -30,15 +31,6 @@ void write_json(const nlohmann::json& doc, const std::string& path) {
     if (!out) throw std::runtime_error(fmt::format("{}: write failed", path));
 }
 
-nlohmann::json read_json(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(fmt::format("{}: cannot open the file", path));
-    try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-    }
-}
 
 Eigen::Vector3d parse_vector(const std::string& text) {
     std::vector<double> v;
@@ -136,7 +128,8 @@ void run_evaluate(const EvaluateArgs& a) {
         joints = detector->joints();
         window = detector->window_length();
     } else {
-        checker = std::make_unique<EnvelopeChecker>(envelope_from_json(read_json(a.envelope)));
+        checker = std::make_unique<EnvelopeChecker>(
+            load_json_file(a.envelope, "envelope limits", [](const nlohmann::json& j) { return envelope_from_json(j); }));
         joints = checker->limits().joints.size();
     }
 
