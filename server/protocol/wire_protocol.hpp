@@ -1,0 +1,97 @@
+// The robot wire protocol, version 1 (robot_scripts/PROTOCOL.md): a pure codec. No sockets, no
+// threads; decoding a sample does not allocate. The Asio session only moves bytes through it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "warpguard/recording.hpp"
+
+namespace warpguard::protocol {
+
+inline constexpr int kVersion = 1;
+inline constexpr std::size_t kMaxJoints = 16;
+inline constexpr std::size_t kMaxLine = 1024;
+
+enum class Vendor { UR, ABB, Denso };
+enum class Framing { Ascii, Binary };
+enum class AngleUnit { Rad, Deg };
+enum class Reply { Continue, Stop };
+
+std::string to_string(Vendor v);
+
+struct Handshake {
+    std::string robot_id;
+    Vendor vendor = Vendor::UR;
+    SignalKind signal = SignalKind::Torque;
+    SignalUnit unit = SignalUnit::Nm;
+    std::size_t joints = 6;
+    AngleUnit angles = AngleUnit::Rad;
+    double period = 0.002;   // s
+    double timeout = 0.020;  // s, the robot's own reply timeout
+    Framing framing = Framing::Ascii;
+};
+
+class ProtocolError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// One handshake line without its line end; throws ProtocolError naming the field and value.
+Handshake parse_handshake(std::string_view line);
+std::string encode_handshake(const Handshake& h);  // with the trailing '\n'
+
+// A decoded sample; values in SI (angles in rad).
+struct SampleFrame {
+    std::int64_t seq = 0;
+    std::int64_t cycle = 0;
+    std::uint32_t mode = 0;
+    double t = 0.0;
+    std::size_t joints = 0;
+    std::array<double, kMaxJoints> signal{};
+    std::array<double, kMaxJoints> angle{};
+    Sample view() const {
+        return Sample{t, seq, cycle, mode, std::span<const double>(signal.data(), joints),
+                      std::span<const double>(angle.data(), joints)};
+    }
+};
+
+enum class Status { Ok, Incomplete, Error };
+
+struct DecodeResult {
+    Status status = Status::Incomplete;
+    std::size_t consumed = 0;  // bytes to drop from the front of the buffer (also after an error)
+    std::array<char, 192> error{};  // Status::Error: what was wrong, with the offending value
+    std::string_view message() const { return error.data(); }
+};
+
+// Decodes the samples of one connection in its framing. Allocation-free.
+class SampleDecoder {
+public:
+    explicit SampleDecoder(const Handshake& h);
+    // Decodes the first frame in `buffer`. Incomplete: wait for more bytes (nothing consumed).
+    DecodeResult next(std::span<const char> buffer, SampleFrame& out) const;
+    std::size_t binary_frame_size() const { return 20 + 8 * joints_; }
+
+private:
+    DecodeResult next_ascii(std::span<const char> buffer, SampleFrame& out) const;
+    DecodeResult next_binary(std::span<const char> buffer, SampleFrame& out) const;
+
+    std::size_t joints_;
+    Framing framing_;
+    double angle_scale_;
+};
+
+// The reply bytes for the vendor's script; returns how many bytes of `out` were written.
+std::size_t encode_reply(Vendor vendor, Reply reply, std::span<char, 4> out);
+
+// Encodes a sample the way the robot's task does (used by the simulated robot and the tests).
+std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles);
+std::string encode_sample_binary(const SampleFrame& s);  // float32 fields, as RAPID sends them
+
+}  // namespace warpguard::protocol

@@ -1,0 +1,181 @@
+// The robot wire protocol codec, byte for byte (robot_scripts/PROTOCOL.md).
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "wire_protocol.hpp"
+
+using namespace warpguard;
+using namespace warpguard::protocol;
+
+namespace {
+
+std::string error_of(const std::string& line) {
+    try {
+        parse_handshake(line);
+    } catch (const ProtocolError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+Handshake ur6() { return parse_handshake("WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ascii"); }
+
+}  // namespace
+
+TEST_CASE("a handshake is read field by field and written back byte for byte", "[protocol]") {
+    const Handshake h = ur6();
+    CHECK(h.robot_id == "cell4-ur5e");
+    CHECK(h.vendor == Vendor::UR);
+    CHECK(h.signal == SignalKind::Torque);
+    CHECK(h.unit == SignalUnit::Nm);
+    CHECK(h.joints == 6);
+    CHECK(h.angles == AngleUnit::Rad);
+    CHECK(h.period == Approx(0.002));
+    CHECK(h.timeout == Approx(0.020));
+    CHECK(h.framing == Framing::Ascii);
+    CHECK(encode_handshake(h) == "WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ascii\n");
+    const Handshake d = parse_handshake("WG1;vp6242;denso;current;percent;6;deg;8;150;ascii\r");
+    CHECK(d.vendor == Vendor::Denso);
+    CHECK(d.signal == SignalKind::Current);
+    CHECK(d.angles == AngleUnit::Deg);
+    CHECK(parse_handshake("WG1;irb120;abb;torque;Nm;6;deg;4;100;binary").framing == Framing::Binary);
+}
+
+TEST_CASE("a bad handshake names the field, the value and what was expected", "[protocol]") {
+    CHECK(error_of("WG2;a;ur;torque;Nm;6;rad;2;20;ascii") == "handshake field version is 'WG2'; expected WG1");
+    CHECK(error_of("WG1;a b;ur;torque;Nm;6;rad;2;20;ascii") ==
+          "handshake field robot id is 'a b'; expected 1-32 characters A-Z a-z 0-9 - _ .");
+    CHECK(error_of("WG1;a;kuka;torque;Nm;6;rad;2;20;ascii") == "handshake field vendor is 'kuka'; expected ur, abb or denso");
+    CHECK(error_of("WG1;a;ur;torque;A;6;rad;2;20;ascii") == "handshake field unit is 'A'; expected Nm or percent for torque");
+    CHECK(error_of("WG1;a;ur;torque;Nm;17;rad;2;20;ascii") == "handshake field joints is '17'; expected an integer from 1 to 16");
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;grad;2;20;ascii") == "handshake field angles is 'grad'; expected rad or deg");
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;0;20;ascii") == "handshake field period is '0'; expected milliseconds from 1 to 1000");
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii or binary");
+    CHECK(error_of("hello") == "handshake has 1 fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing");
+}
+
+TEST_CASE("ASCII samples are decoded exactly, one line at a time, degrees converted", "[protocol]") {
+    Handshake h = ur6();
+    h.joints = 2;
+    const SampleDecoder decoder(h);
+    const std::string two = "17;3;1;12.5;1.5;-2.25;0.1;0.2\n18;3;1;12.502;1.6;-2.2;0.1;0.21\r\n19;3";
+    SampleFrame f;
+    DecodeResult r = decoder.next(two, f);
+    REQUIRE(r.status == Status::Ok);
+    CHECK(r.consumed == 30);
+    CHECK(f.seq == 17);
+    CHECK(f.cycle == 3);
+    CHECK(f.mode == 1);
+    CHECK(f.t == 12.5);
+    CHECK(f.signal[1] == -2.25);
+    CHECK(f.angle[1] == 0.2);
+    r = decoder.next(std::string_view(two).substr(30), f);
+    REQUIRE(r.status == Status::Ok);
+    CHECK(f.seq == 18);
+    CHECK(f.angle[1] == 0.21);
+    r = decoder.next(std::string_view(two).substr(30 + r.consumed), f);
+    CHECK(r.status == Status::Incomplete);
+    CHECK(r.consumed == 0);
+
+    h.angles = AngleUnit::Deg;
+    const SampleDecoder degrees(h);
+    REQUIRE(degrees.next(std::string("1;1;0;0;0;0;90;-180\n"), f).status == Status::Ok);
+    CHECK(f.angle[0] == Approx(M_PI / 2));
+    CHECK(f.angle[1] == Approx(-M_PI));
+}
+
+TEST_CASE("a malformed sample line is an error naming the field and value, and is skipped", "[protocol]") {
+    Handshake h = ur6();
+    h.joints = 2;
+    const SampleDecoder decoder(h);
+    SampleFrame f;
+    DecodeResult r = decoder.next(std::string("17;3;1;12.5;1.5;oops;0.1;0.2\nnext"), f);
+    CHECK(r.status == Status::Error);
+    CHECK(r.consumed == 29);
+    CHECK(r.message() == "field signal2 is 'oops'; expected a finite number");
+    r = decoder.next(std::string("17;3;1;12.5;1.5\n"), f);
+    CHECK(r.message() == "5 fields, expected 8 in sample line '17;3;1;12.5;1.5'");
+    r = decoder.next(std::string("x;3;1;12.5;1.5;2;0.1;0.2\n"), f);
+    CHECK(r.message() == "field seq is 'x'; expected an integer");
+    r = decoder.next(std::string("1;3;1;nan;1.5;2;0.1;0.2\n"), f);
+    CHECK(r.message() == "field t is 'nan'; expected a number of seconds");
+    const std::string endless(1100, '1');
+    r = decoder.next(endless, f);
+    CHECK(r.status == Status::Error);
+    CHECK(r.consumed == endless.size());
+}
+
+TEST_CASE("binary frames are decoded byte for byte, big-endian float32", "[protocol]") {
+    Handshake h = parse_handshake("WG1;irb120;abb;torque;Nm;2;deg;4;100;binary");
+    const SampleDecoder decoder(h);
+    CHECK(decoder.binary_frame_size() == 36);
+    // seq 258, cycle -2, mode 5, t 1.5 s, signals 2.0 and -0.5 Nm, angles 90 and 45 degrees.
+    const unsigned char bytes[] = {'W', 'G', 1, 2,  0, 0, 1, 2,  0xff, 0xff, 0xff, 0xfe,  0, 0, 0, 5,  0x3f, 0xc0, 0, 0,
+                                   0x40, 0, 0, 0,  0xbf, 0, 0, 0,  0x42, 0xb4, 0, 0,  0x42, 0x34, 0, 0};
+    const std::string frame(reinterpret_cast<const char*>(bytes), sizeof bytes);
+    SampleFrame f;
+    DecodeResult r = decoder.next(frame.substr(0, 20), f);
+    CHECK(r.status == Status::Incomplete);
+    r = decoder.next(frame, f);
+    REQUIRE(r.status == Status::Ok);
+    CHECK(r.consumed == 36);
+    CHECK(f.seq == 258);
+    CHECK(f.cycle == -2);
+    CHECK(f.mode == 5);
+    CHECK(f.t == 1.5);
+    CHECK(f.signal[0] == 2.0);
+    CHECK(f.signal[1] == -0.5);
+    CHECK(f.angle[0] == Approx(M_PI / 2));
+    CHECK(f.angle[1] == Approx(M_PI / 4));
+    // Encoding the same frame gives the same bytes (in rad the angles go out as degrees * pi/180).
+    SampleFrame g = f;
+    g.angle[0] = 90.0;
+    g.angle[1] = 45.0;
+    CHECK(encode_sample_binary(g) == frame);
+
+    std::string wrong = frame;
+    wrong[0] = 'X';
+    r = decoder.next(wrong, f);
+    CHECK(r.status == Status::Error);
+    CHECK(r.message() == "frame magic is 'XG'; expected 'WG'");
+    wrong = frame;
+    wrong[3] = 3;
+    CHECK(decoder.next(wrong, f).message() == "frame joint count is 3; the handshake said otherwise");
+}
+
+TEST_CASE("replies are the bytes each vendor's script reads", "[protocol]") {
+    std::array<char, 4> out{};
+    CHECK(encode_reply(Vendor::UR, Reply::Stop, out) == 4);
+    CHECK(std::memcmp(out.data(), "\x00\x00\x00\x01", 4) == 0);
+    CHECK(encode_reply(Vendor::ABB, Reply::Continue, out) == 4);
+    CHECK(std::memcmp(out.data(), "\x00\x00\x00\x00", 4) == 0);
+    CHECK(encode_reply(Vendor::Denso, Reply::Stop, out) == 2);
+    CHECK(std::string(out.data(), 2) == "1\n");
+    CHECK(encode_reply(Vendor::Denso, Reply::Continue, out) == 2);
+    CHECK(std::string(out.data(), 2) == "0\n");
+}
+
+TEST_CASE("what the robot's task encodes, the daemon decodes", "[protocol]") {
+    SampleFrame s;
+    s.seq = 123456;
+    s.cycle = 42;
+    s.mode = 2;
+    s.t = 98.765432;
+    s.joints = 6;
+    for (std::size_t j = 0; j < 6; ++j) {
+        s.signal[j] = -12.5 + 3.25 * static_cast<double>(j);
+        s.angle[j] = 0.1 * static_cast<double>(j) - 0.3;
+    }
+    Handshake h = ur6();
+    SampleFrame back;
+    REQUIRE(SampleDecoder(h).next(encode_sample_ascii(s, AngleUnit::Rad), back).status == Status::Ok);
+    CHECK(back.seq == s.seq);
+    CHECK(back.t == Approx(s.t).margin(1e-6));
+    for (std::size_t j = 0; j < 6; ++j) {
+        CHECK(back.signal[j] == Approx(s.signal[j]));
+        CHECK(back.angle[j] == Approx(s.angle[j]).margin(1e-9));
+    }
+}
