@@ -326,8 +326,7 @@ double StreamingMdtw::cell(std::size_t j, std::size_t i, std::size_t lane) const
     return arena_[column_offset_[j] + i][lane];
 }
 
-void StreamingMdtw::backtrack(const Group&, std::size_t lane, std::span<const double> a, std::size_t end, MatchResult& out) {
-    (void)a;
+void StreamingMdtw::backtrack(std::size_t lane, std::size_t end, MatchResult& out) {
     auto& path = out.path;
     path.clear();
     std::size_t i = m_ - 1;
@@ -382,7 +381,7 @@ void StreamingMdtw::match(std::span<const double> windows) {
             const std::size_t joint = g.first_joint + k;
             const auto a = windows.subspan(joint * m_, m_);
             if (exact) {
-                backtrack(g, k, a, best_end[k], results_[joint]);
+                backtrack(k, best_end[k], results_[joint]);
             } else {
                 const MatchResult& r = fallback_.match(a, references_[joint]);
                 results_[joint].cost = r.cost;

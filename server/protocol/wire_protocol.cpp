@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace warpguard::protocol {
@@ -36,6 +38,16 @@ std::string shown(std::string_view v) {
 
 [[noreturn]] void refuse(const std::string& field, std::string_view got, const std::string& expected) {
     throw ProtocolError("handshake field " + field + " is '" + shown(got) + "'; expected " + expected);
+}
+
+// The value of a field that must be one of a few names.
+template <typename E>
+E one_of(const std::string& field, std::string_view got, std::initializer_list<std::pair<std::string_view, E>> names,
+         const std::string& expected) {
+    for (const auto& [name, value] : names) {
+        if (got == name) return value;
+    }
+    refuse(field, got, expected);
 }
 
 template <typename T>
@@ -90,15 +102,8 @@ Handshake parse_handshake(std::string_view line) {
         refuse("robot id", f[1], "1-32 characters A-Z a-z 0-9 - _ .");
     }
     h.robot_id = std::string(f[1]);
-    if (f[2] == "ur") {
-        h.vendor = Vendor::UR;
-    } else if (f[2] == "abb") {
-        h.vendor = Vendor::ABB;
-    } else if (f[2] == "denso") {
-        h.vendor = Vendor::Denso;
-    } else {
-        refuse("vendor", f[2], "ur, abb or denso");
-    }
+    h.vendor = one_of<Vendor>("vendor", f[2], {{"ur", Vendor::UR}, {"abb", Vendor::ABB}, {"denso", Vendor::Denso}},
+                              "ur, abb or denso");
     try {
         h.signal = parse_signal_kind(std::string(f[3]));
     } catch (const std::invalid_argument&) {
@@ -115,25 +120,13 @@ Handshake parse_handshake(std::string_view line) {
     std::size_t joints = 0;
     if (!number(f[5], joints) || joints < 1 || joints > kMaxJoints) refuse("joints", f[5], "an integer from 1 to 16");
     h.joints = joints;
-    if (f[6] == "rad") {
-        h.angles = AngleUnit::Rad;
-    } else if (f[6] == "deg") {
-        h.angles = AngleUnit::Deg;
-    } else {
-        refuse("angles", f[6], "rad or deg");
-    }
+    h.angles = one_of<AngleUnit>("angles", f[6], {{"rad", AngleUnit::Rad}, {"deg", AngleUnit::Deg}}, "rad or deg");
     int period = 0, timeout = 0;
     if (!number(f[7], period) || period < 1 || period > 1000) refuse("period", f[7], "milliseconds from 1 to 1000");
     if (!number(f[8], timeout) || timeout < 1 || timeout > 1000) refuse("timeout", f[8], "milliseconds from 1 to 1000");
     h.period = period / 1000.0;
     h.timeout = timeout / 1000.0;
-    if (f[9] == "ascii") {
-        h.framing = Framing::Ascii;
-    } else if (f[9] == "binary") {
-        h.framing = Framing::Binary;
-    } else {
-        refuse("framing", f[9], "ascii or binary");
-    }
+    h.framing = one_of<Framing>("framing", f[9], {{"ascii", Framing::Ascii}, {"binary", Framing::Binary}}, "ascii or binary");
     return h;
 }
 

@@ -86,7 +86,7 @@ private:
                std::size_t* best_end);
     // The group's windows, sample by sample, one joint per lane.
     void load_lanes(const Group& g, std::span<const double> windows);
-    void backtrack(const Group& g, std::size_t lane, std::span<const double> a, std::size_t end, MatchResult& out);
+    void backtrack(std::size_t lane, std::size_t end, MatchResult& out);
     double cell(std::size_t j, std::size_t i, std::size_t lane) const;
 
     std::size_t joints_;
