@@ -1,0 +1,461 @@
+#include "control_server.hpp"
+
+#include <atomic>
+#include <deque>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "robot_scripts.hpp"
+#include "warpguard/calibration.hpp"
+#include "warpguard/recording_csv.hpp"
+
+namespace warpguard::daemon {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using nlohmann::json;
+
+namespace {
+
+class CommandError : public std::invalid_argument {
+public:
+    using std::invalid_argument::invalid_argument;
+};
+
+template <typename T>
+T arg(const json& request, const char* key, T fallback) {
+    if (!request.contains(key) || request.at(key).is_null()) return fallback;
+    try {
+        return request.at(key).get<T>();
+    } catch (const json::exception&) {
+        throw CommandError(fmt::format("'{}' has the wrong type (got {})", key, request.at(key).dump()));
+    }
+}
+
+template <typename T>
+T required(const json& request, const char* key) {
+    if (!request.contains(key)) throw CommandError(fmt::format("'{}' is missing", key));
+    return arg<T>(request, key, T{});
+}
+
+std::shared_ptr<RobotSession> robot(DaemonContext& c, const json& request) {
+    const auto id = required<std::string>(request, "robot");
+    auto s = c.registry.find(id);
+    if (!s) throw CommandError(fmt::format("unknown robot '{}' (known: {})", id, c.registry.ids()));
+    return s;
+}
+
+json feed_point(const FeedPoint& p) {
+    const auto n = static_cast<std::ptrdiff_t>(p.joints);
+    return {{"i", p.index},
+            {"t", p.t},
+            {"seq", p.seq},
+            {"cycle", p.cycle},
+            {"stop", p.stop},
+            {"would_stop", p.would_stop},
+            {"fired", p.fired},
+            {"signal", std::vector<double>(p.signal.begin(), p.signal.begin() + n)},
+            {"reference", std::vector<double>(p.reference.begin(), p.reference.begin() + n)},
+            {"rule1", std::vector<double>(p.rule1.begin(), p.rule1.begin() + n)},
+            {"rule2", std::vector<double>(p.rule2.begin(), p.rule2.begin() + n)},
+            {"ref_start", std::vector<std::uint32_t>(p.ref_start.begin(), p.ref_start.begin() + n)},
+            {"ref_end", std::vector<std::uint32_t>(p.ref_end.begin(), p.ref_end.begin() + n)}};
+}
+
+// Calibration from a committed recording: the first `reference_cycles` complete cycles become the
+// reference, every later sample is the nominal data the thresholds are learnt from.
+json calibrate_command(DaemonContext& c, const json& request) {
+    auto session = robot(c, request);
+    std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
+    if (recording_id == 0) {
+        const json all = c.store.recordings(session->id());
+        if (all.empty()) throw CommandError(fmt::format("robot '{}' has no committed recording; record its task first", session->id()));
+        recording_id = all.back().at("id").get<std::int64_t>();
+    }
+    const auto meta = c.store.recording(recording_id);
+    if (!meta) throw CommandError(fmt::format("recording {} does not exist", recording_id));
+    if (meta->at("robot").get<std::string>() != session->id()) {
+        throw CommandError(fmt::format("recording {} belongs to robot '{}', not '{}'", recording_id, meta->at("robot").get<std::string>(), session->id()));
+    }
+    CalibrationOptions options;
+    options.reference_cycles = arg<std::size_t>(request, "reference_cycles", options.reference_cycles);
+    options.window = arg<std::size_t>(request, "window", options.window);
+    options.k_sigma = arg<double>(request, "k", options.k_sigma);
+    options.rule2_margin = arg<double>(request, "margin", options.rule2_margin);
+    const std::string path = meta->at("path").get<std::string>();
+    const Recording rec = read_recording(path);
+    const auto cycles = rec.complete_cycles();
+    if (cycles.size() < options.reference_cycles + 1) {
+        throw CommandError(fmt::format("recording {} has {} complete cycles; calibration needs {} for the reference and at least 1 more "
+                                       "(better 10 or more) for the thresholds",
+                                       recording_id, cycles.size(), options.reference_cycles));
+    }
+    const Recording nominal = rec.slice(cycles[options.reference_cycles].begin, rec.size());
+    const NamedRecording nominal_named{path + " (after the reference cycles)", &nominal};
+    Profile profile = calibrate(NamedRecording{path, &rec}, std::span<const NamedRecording>(&nominal_named, 1), options);
+    profile.robot = session->id();
+    json thresholds = json::array();
+    for (std::size_t j = 0; j < profile.thresholds.size(); ++j) {
+        const auto& t = profile.thresholds[j];
+        thresholds.push_back({{"joint", j + 1},
+                              {"theta1", t.rule1.value},
+                              {"sigma", t.rule1.sigma},
+                              {"k", t.rule1.k},
+                              {"max_abs_deviation", t.rule1.max_abs},
+                              {"theta2", t.rule2.value},
+                              {"rule2_max", t.rule2.max},
+                              {"rule2_margin", t.rule2.margin},
+                              {"samples", t.rule1.samples}});
+    }
+    const json summary = {{"recording", recording_id},
+                          {"window", profile.window},
+                          {"reference_cycles", options.reference_cycles},
+                          {"reference_samples", profile.reference.size()},
+                          {"nominal_cycles", cycles.size() - options.reference_cycles},
+                          {"unit", to_string(profile.unit)},
+                          {"thresholds", thresholds}};
+    const std::int64_t id = c.store.add_profile(session->id(), recording_id, summary, to_json(profile).dump());
+    EventRecord e;
+    e.robot = session->id();
+    e.kind = "profile";
+    e.reason = fmt::format("profile {} calibrated from recording {} ({} reference cycles, {} nominal cycles, window {})", id, recording_id,
+                           options.reference_cycles, cycles.size() - options.reference_cycles, profile.window);
+    c.store.add_event(e);
+    spdlog::info("robot {}: {}", e.robot, e.reason);
+    json out = {{"profile", id}, {"summary", summary}};
+    if (arg<bool>(request, "activate", false)) out["status"] = session->activate(id, profile, arg<std::string>(request, "by", "control API"));
+    return out;
+}
+
+}  // namespace
+
+json handle_command(DaemonContext& c, const json& request) {
+    const auto cmd = required<std::string>(request, "cmd");
+    const std::string by = arg<std::string>(request, "by", "control API");
+    if (cmd == "ping") return {{"pong", true}};
+    if (cmd == "robots") {
+        json list = json::array();
+        for (const auto& s : c.registry.all()) list.push_back(s->status());
+        return {{"robots", list}};
+    }
+    if (cmd == "robot") return robot(c, request)->status();
+    if (cmd == "add_robot") {
+        if (!request.contains("config")) throw CommandError("'config' is missing (id, address, vendor, signal, unit, joints)");
+        const RobotConfig config = robot_config_from_json(request.at("config"), "config");
+        if (c.registry.find(config.id)) throw CommandError(fmt::format("robot '{}' exists already", config.id));
+        c.store.put_robot(config.id, to_json(config));
+        c.registry.add(c.make_session(config));
+        spdlog::info("robot {} added by {}", config.id, by);
+        return c.registry.find(config.id)->status();
+    }
+    if (cmd == "remove_robot") {
+        auto s = robot(c, request);
+        if (s->status().at("connected").get<bool>()) throw CommandError(fmt::format("robot '{}' is connected; stop its task first", s->id()));
+        const auto stored = c.store.robots();
+        const bool api = std::any_of(stored.begin(), stored.end(), [&](const json& j) { return j.at("id") == s->id(); });
+        if (!api) throw CommandError(fmt::format("robot '{}' comes from the configuration file; remove it there", s->id()));
+        c.store.remove_robot(s->id());
+        c.registry.remove(s->id());
+        return {{"removed", s->id()}};
+    }
+    if (cmd == "record_start") return robot(c, request)->start_recording(by);
+    if (cmd == "record_stop") return robot(c, request)->stop_recording(by);
+    if (cmd == "recordings") return {{"recordings", c.store.recordings(arg<std::string>(request, "robot", ""))}};
+    if (cmd == "calibrate") return calibrate_command(c, request);
+    if (cmd == "profiles") return {{"profiles", c.store.profiles(arg<std::string>(request, "robot", ""))}};
+    if (cmd == "activate") {
+        auto s = robot(c, request);
+        const auto id = required<std::int64_t>(request, "profile");
+        std::string owner;
+        const auto text = c.store.profile_json(id, &owner);
+        if (!text) throw CommandError(fmt::format("profile {} does not exist", id));
+        if (owner != s->id()) throw CommandError(fmt::format("profile {} belongs to robot '{}', not '{}'", id, owner, s->id()));
+        return s->activate(id, profile_from_json(json::parse(*text)), by);
+    }
+    if (cmd == "mode") return robot(c, request)->set_mode(parse_mode(required<std::string>(request, "mode")), by);
+    if (cmd == "resume") return robot(c, request)->resume(by);
+    if (cmd == "events") {
+        return {{"events", c.store.events(arg<std::string>(request, "robot", ""), arg<std::int64_t>(request, "after", 0),
+                                          arg<std::size_t>(request, "limit", 100), arg<std::string>(request, "kind", ""))}};
+    }
+    if (cmd == "event") {
+        const auto id = required<std::int64_t>(request, "id");
+        const auto e = c.store.event(id);
+        if (!e) throw CommandError(fmt::format("event {} does not exist", id));
+        return *e;
+    }
+    if (cmd == "reference") return {{"reference", robot(c, request)->reference_summary()}};
+    if (cmd == "script") {
+        scripts::ScriptOptions o;
+        o.host = required<std::string>(request, "host");
+        o.port = static_cast<std::uint16_t>(arg<int>(request, "port", c.robot_port));
+        o.robot_id = required<std::string>(request, "robot");
+        auto s = c.registry.find(o.robot_id);
+        if (s) {
+            o.joints = s->config().joints;
+            o.signal = s->config().signal;
+            o.unit = s->config().unit;
+        }
+        const std::string vendor = arg<std::string>(request, "vendor", s ? protocol::to_string(s->config().vendor) : "ur");
+        const auto files = scripts::render(scripts::parse_script_vendor(vendor), o);
+        json out = json::array();
+        for (const auto& f : files) out.push_back({{"name", f.name}, {"text", f.text}});
+        return {{"files", out}};
+    }
+    throw CommandError(fmt::format("unknown command '{}' (known: ping, robots, robot, add_robot, remove_robot, record_start, record_stop, "
+                                   "recordings, calibrate, profiles, activate, mode, resume, events, event, reference, script, subscribe)",
+                                   cmd));
+}
+
+class ControlConnection : public std::enable_shared_from_this<ControlConnection> {
+public:
+    ControlConnection(tcp::socket socket, DaemonContext& context)
+        : socket_(std::move(socket)), timer_(socket_.get_executor()), context_(context) {}
+
+    void start() {
+        boost::system::error_code ec;
+        const auto e = socket_.remote_endpoint(ec);
+        remote_ = ec ? "unknown" : fmt::format("{}:{}", e.address().to_string(), e.port());
+        read();
+    }
+
+    void send(json message) {
+        asio::post(socket_.get_executor(), [self = shared_from_this(), text = message.dump() + "\n"]() mutable {
+            if (self->closed_) return;
+            self->queue_.push_back(std::move(text));
+            if (self->queue_.size() == 1) self->write();
+        });
+    }
+
+    void event(const json& e) {
+        if (events_) send({{"event", e}});
+    }
+
+private:
+    void read() {
+        asio::async_read_until(socket_, input_, '\n', [self = shared_from_this()](const boost::system::error_code& ec, std::size_t n) {
+            if (ec) {
+                self->close();
+                return;
+            }
+            std::string line(asio::buffers_begin(self->input_.data()), asio::buffers_begin(self->input_.data()) + static_cast<std::ptrdiff_t>(n));
+            self->input_.consume(n);
+            while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+            if (!line.empty()) self->handle(line);
+            if (!self->closed_) self->read();
+        });
+    }
+
+    void write() {
+        asio::async_write(socket_, asio::buffer(queue_.front()), [self = shared_from_this()](const boost::system::error_code& ec, std::size_t) {
+            if (ec) {
+                self->close();
+                return;
+            }
+            self->queue_.pop_front();
+            if (!self->queue_.empty()) self->write();
+        });
+    }
+
+    void handle(const std::string& line) {
+        json request;
+        try {
+            request = json::parse(line);
+        } catch (const json::exception& e) {
+            send({{"ok", false}, {"error", fmt::format("not valid JSON: {}", e.what())}});
+            return;
+        }
+        json id = request.is_object() && request.contains("id") ? request.at("id") : json();
+        auto answer = [&](json body) {
+            body["ok"] = true;
+            if (!id.is_null()) body["id"] = id;
+            send(std::move(body));
+        };
+        auto fail = [&](const std::string& error) {
+            json body = {{"ok", false}, {"error", error}};
+            if (!id.is_null()) body["id"] = id;
+            send(std::move(body));
+        };
+        if (!request.is_object() || !request.contains("cmd") || !request.at("cmd").is_string()) {
+            fail("a request is a JSON object with a string 'cmd'");
+            return;
+        }
+        const std::string cmd = request.at("cmd").get<std::string>();
+        if (!authenticated_) {
+            if (cmd != "hello") {
+                fail("send {\"cmd\":\"hello\",\"token\":\"...\"} first");
+                return;
+            }
+            const std::string token = request.value("token", "");
+            if (token != context_.token) {
+                spdlog::warn("control: wrong token from {} refused", remote_);
+                fail("wrong token");
+                close_after_write_ = true;
+                asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close_when_flushed(); });
+                return;
+            }
+            authenticated_ = true;
+            client_ = request.value("client", "unknown");
+            spdlog::info("control: {} connected from {}", client_, remote_);
+            answer({{"version", WARPGUARD_VERSION}, {"robot_port", context_.robot_port}});
+            return;
+        }
+        if (cmd == "subscribe") {
+            events_ = request.value("events", events_.load());
+            feed_.clear();
+            if (request.contains("feed")) {
+                const json& f = request.at("feed");
+                if (f.is_string() && f.get<std::string>() == "all") {
+                    for (const auto& s : context_.registry.all()) feed_.insert(s->id());
+                } else if (f.is_array()) {
+                    for (const auto& r : f) {
+                        if (!r.is_string() || !context_.registry.find(r.get<std::string>())) {
+                            fail(fmt::format("feed: unknown robot {} (known: {})", r.dump(), context_.registry.ids()));
+                            return;
+                        }
+                        feed_.insert(r.get<std::string>());
+                    }
+                }
+            }
+            decimate_ = std::max<std::size_t>(1, request.value("decimate", std::size_t{10}));
+            last_.clear();
+            answer({{"events", events_.load()}, {"feed", std::vector<std::string>(feed_.begin(), feed_.end())}, {"decimate", decimate_}});
+            if (!feed_.empty() && !timer_running_) {
+                timer_running_ = true;
+                tick();
+            }
+            return;
+        }
+        if (cmd == "calibrate") {
+            // Seconds of work: run it beside the I/O and answer when done.
+            std::thread([self = shared_from_this(), request, answer_id = id] {
+                json body;
+                try {
+                    body = handle_command(self->context_, request);
+                    body["ok"] = true;
+                } catch (const std::exception& e) {
+                    body = {{"ok", false}, {"error", e.what()}};
+                }
+                if (!answer_id.is_null()) body["id"] = answer_id;
+                self->send(std::move(body));
+            }).detach();
+            return;
+        }
+        json with_by = request;
+        if (!with_by.contains("by")) with_by["by"] = fmt::format("{} ({})", client_, remote_);
+        try {
+            answer(handle_command(context_, with_by));
+        } catch (const std::exception& e) {
+            fail(e.what());
+        }
+    }
+
+    void tick() {
+        timer_.expires_after(std::chrono::milliseconds(100));
+        timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+            if (ec || self->closed_ || self->feed_.empty()) {
+                self->timer_running_ = false;
+                return;
+            }
+            std::vector<FeedPoint> points;
+            for (const auto& id : self->feed_) {
+                auto s = self->context_.registry.find(id);
+                if (!s) continue;
+                points.clear();
+                const auto it = self->last_.find(id);
+                const std::uint64_t after = it == self->last_.end() ? UINT64_MAX : it->second;
+                self->last_[id] = s->feed(after, self->decimate_, points);
+                json list = json::array();
+                for (const auto& p : points) list.push_back(feed_point(p));
+                const json status = s->status();
+                self->send({{"feed", id},
+                            {"state", status.at("state")},
+                            {"mode", status.at("mode")},
+                            {"latched", status.at("latched")},
+                            {"cycle", status.at("cycle")},
+                            {"points", std::move(list)}});
+            }
+            self->tick();
+        });
+    }
+
+    void close_when_flushed() {
+        if (!queue_.empty()) {
+            asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close_when_flushed(); });
+            return;
+        }
+        close();
+    }
+
+    void close() {
+        if (closed_) return;
+        closed_ = true;
+        boost::system::error_code ec;
+        timer_.cancel();
+        socket_.close(ec);
+        if (authenticated_) spdlog::info("control: {} from {} disconnected", client_, remote_);
+    }
+
+    tcp::socket socket_;
+    asio::steady_timer timer_;
+    DaemonContext& context_;
+    asio::streambuf input_{1 << 20};
+    std::deque<std::string> queue_;
+    std::string remote_, client_;
+    bool authenticated_ = false;
+    bool closed_ = false;
+    bool close_after_write_ = false;
+    std::atomic<bool> events_{false};
+    bool timer_running_ = false;
+    std::set<std::string> feed_;
+    std::map<std::string, std::uint64_t> last_;
+    std::size_t decimate_ = 10;
+};
+
+ControlServer::ControlServer(asio::io_context& io, const Endpoint& listen, DaemonContext& context)
+    : io_(io), acceptor_(io), context_(context) {
+    const tcp::endpoint ep(asio::ip::make_address(listen.address), listen.port);
+    acceptor_.open(ep.protocol());
+    acceptor_.set_option(tcp::acceptor::reuse_address(true));
+    acceptor_.bind(ep);
+    acceptor_.listen();
+    accept();
+}
+
+void ControlServer::accept() {
+    acceptor_.async_accept(asio::make_strand(io_), [this](const boost::system::error_code& ec, tcp::socket socket) {
+        if (ec) {
+            if (ec != asio::error::operation_aborted) accept();
+            return;
+        }
+        auto c = std::make_shared<ControlConnection>(std::move(socket), context_);
+        {
+            std::lock_guard lock(mutex_);
+            std::erase_if(connections_, [](const auto& w) { return w.expired(); });
+            connections_.push_back(c);
+        }
+        c->start();
+        accept();
+    });
+}
+
+void ControlServer::publish_event(const json& event) {
+    std::vector<std::shared_ptr<ControlConnection>> live;
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& w : connections_) {
+            if (auto c = w.lock()) live.push_back(std::move(c));
+        }
+    }
+    for (const auto& c : live) c->event(event);
+}
+
+void ControlServer::stop() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+}
+
+}  // namespace warpguard::daemon

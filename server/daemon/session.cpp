@@ -1,0 +1,694 @@
+#include "session.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+namespace warpguard::daemon {
+
+namespace {
+
+constexpr std::size_t kRing = 2048;
+constexpr std::size_t kEvidenceSpanFactor = 8;  // matched span kept as evidence: up to 8 windows long
+
+template <std::size_t N>
+void set_text(std::array<char, N>& out, const char* text) {
+    std::snprintf(out.data(), N, "%s", text);
+}
+
+const char* rule_name(Rule r) {
+    switch (r) {
+        case Rule::AbsoluteDifference: return "rule 1 (absolute difference)";
+        case Rule::Eigenvalue: return "rule 2 (eigenvalue)";
+        case Rule::EnvelopeLimit: return "envelope limit";
+        case Rule::NeighbourDifference: return "envelope step";
+        case Rule::Fault: return "fault (sample cannot be judged)";
+        case Rule::None: break;
+    }
+    return "none";
+}
+
+const char* rule_key(Rule r) {
+    switch (r) {
+        case Rule::AbsoluteDifference: return "rule1";
+        case Rule::Eigenvalue: return "rule2";
+        case Rule::EnvelopeLimit: return "envelope";
+        case Rule::NeighbourDifference: return "envelope_step";
+        case Rule::Fault: return "fault";
+        case Rule::None: break;
+    }
+    return "";
+}
+
+}  // namespace
+
+RobotSession::RobotSession(RobotConfig config, Store& store, SessionSettings settings, EventCallback on_event)
+    : config_(std::move(config)), store_(store), settings_(std::move(settings)), on_event_(std::move(on_event)), ring_(kRing) {
+    mode_ = config_.mode;
+    record_buffer_.resize(1 << 20);
+}
+
+RobotSession::~RobotSession() {
+    if (record_file_) std::fclose(record_file_);
+}
+
+void RobotSession::restore(const RobotState& state, std::optional<Profile> profile) {
+    std::unique_ptr<Detector> detector;
+    if (profile) detector = std::make_unique<Detector>(*profile);
+    auto lk = lock();
+    try {
+        mode_ = parse_mode(state.mode);
+    } catch (const std::invalid_argument&) {
+        mode_ = Mode::Idle;
+    }
+    if (mode_ == Mode::Record) mode_ = Mode::Idle;  // the recording was never committed
+    latched_ = state.latched;
+    set_text(latch_reason_, state.reason.c_str());
+    if (detector) {
+        profile_id_ = state.profile_id;
+        const Profile& p = detector->profile();
+        profile_summary_ = {{"id", profile_id_}, {"window", p.window}, {"method", to_string(p.method)},
+                            {"reference_samples", p.reference.size()}};
+        const std::size_t w = p.window, span = kEvidenceSpanFactor * w, n = p.joints;
+        for (Evidence* e : {&evidence_, &evidence_out_}) {
+            e->signal.assign(n * w, 0.0);
+            e->t.assign(w, 0.0);
+            e->reference.assign(n * span, 0.0);
+            e->span_start.assign(n, 0);
+            e->span_end.assign(n, 0);
+            e->span_len.assign(n, 0);
+            e->rule1.assign(n, 0.0);
+            e->rule2.assign(n, 0.0);
+        }
+        detector_ = std::move(detector);
+    } else if (mode_ == Mode::Detect || mode_ == Mode::Shadow) {
+        mode_ = Mode::Idle;
+    }
+}
+
+RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Handshake& h, const std::string& remote) {
+    Attach a;
+    std::string mismatch;
+    if (h.vendor != config_.vendor) {
+        mismatch = fmt::format("vendor '{}' but the robot is configured as '{}'", protocol::to_string(h.vendor), protocol::to_string(config_.vendor));
+    } else if (h.joints != config_.joints) {
+        mismatch = fmt::format("{} joints but the robot is configured with {}", h.joints, config_.joints);
+    } else if (h.signal != config_.signal || h.unit != config_.unit) {
+        mismatch = fmt::format("signal {} in {} but the robot is configured for {} in {}", to_string(h.signal), to_string(h.unit),
+                               to_string(config_.signal), to_string(config_.unit));
+    } else if (config_.address != "any") {
+        const std::string host = remote.substr(0, remote.rfind(':'));
+        if (host != config_.address) mismatch = fmt::format("it connected from {} but may only connect from {}", host, config_.address);
+    }
+    if (!mismatch.empty()) {
+        a.reason = fmt::format("robot '{}' refused: {}", config_.id, mismatch);
+        EventRecord e;
+        e.robot = config_.id;
+        e.kind = "refused";
+        e.reason = a.reason;
+        event(std::move(e));
+        return a;
+    }
+    std::uint64_t previous = 0;
+    {
+        auto lk = lock();
+        previous = link_;
+        link_ = link;
+        remote_ = remote;
+        handshake_ = h;
+        connected_since_ = now_iso();
+        first_sample_ = true;
+        have_seq_ = false;
+        in_stop_run_ = false;
+        const double deadline_ms = settings_.deadline_ms > 0 ? settings_.deadline_ms : 500.0 * h.timeout;
+        deadline_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(deadline_ms));
+        if (detector_) detector_->reset();
+        a.accepted = true;
+        a.reply = latched_ ? protocol::Reply::Stop : protocol::Reply::Continue;
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "connect";
+    e.reason = fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
+                           protocol::to_string(h.vendor), h.joints, to_string(h.signal), to_string(h.unit), h.period * 1e3,
+                           h.timeout * 1e3, h.framing == protocol::Framing::Ascii ? "ascii" : "binary",
+                           previous ? "; it replaces the previous connection" : "");
+    event(std::move(e));
+    return a;
+}
+
+void RobotSession::detach(std::uint64_t link, const std::string& why) {
+    {
+        auto lk = lock();
+        if (link != link_) return;
+        link_ = 0;
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "disconnect";
+    e.reason = why;
+    event(std::move(e));
+}
+
+void RobotSession::latch_locked(const char* reason) {
+    latched_ = true;
+    ++stops_;
+    set_text(latch_reason_, reason);
+    state_dirty_ = true;
+}
+
+void RobotSession::queue_locked(PendingKind kind, const protocol::SampleFrame* frame, const Decision* decision, const char* reason,
+                                bool evidence) {
+    if (pending_count_ == kPending) {
+        ++pending_dropped_;
+        return;
+    }
+    Pending& p = pending_[pending_count_++];
+    p.kind = kind;
+    p.seq = frame ? frame->seq : -1;
+    p.cycle = frame ? frame->cycle : -1;
+    p.decision = decision ? *decision : Decision{};
+    set_text(p.reason, reason);
+    p.evidence = evidence;
+    if (evidence) capture_evidence_locked();
+}
+
+void RobotSession::capture_evidence_locked() {
+    if (!detector_ || evidence_.signal.empty()) return;
+    Evidence& e = evidence_;
+    const std::size_t n = detector_->joints(), w = detector_->window_length(), span = kEvidenceSpanFactor * w;
+    e.joints = n;
+    e.window = w;
+    for (std::size_t j = 0; j < n; ++j) {
+        const auto window = detector_->window(j);
+        std::copy(window.begin(), window.end(), e.signal.begin() + static_cast<std::ptrdiff_t>(j * w));
+        const JointEvaluation& ev = detector_->evaluations()[j];
+        const auto ref = detector_->reference(j);
+        const std::size_t len = std::min(span, ev.ref_end - ev.ref_start + 1);
+        std::copy_n(ref.begin() + static_cast<std::ptrdiff_t>(ev.ref_start), len, e.reference.begin() + static_cast<std::ptrdiff_t>(j * span));
+        e.span_start[j] = static_cast<std::uint32_t>(ev.ref_start);
+        e.span_end[j] = static_cast<std::uint32_t>(ev.ref_end);
+        e.span_len[j] = static_cast<std::uint32_t>(len);
+        e.rule1[j] = ev.rule1.magnitude();
+        e.rule2[j] = ev.rule2;
+    }
+    e.valid = true;
+}
+
+protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::SampleFrame& f, Clock::time_point received) {
+    auto lk = lock();
+    if (link != link_) return protocol::Reply::Stop;  // a replaced connection
+    ++samples_;
+    char reason[240];
+
+    // Sequence numbers: count what is missing (the ASCII counter wraps at 2^31, the binary one at 2^32).
+    if (have_seq_) {
+        const std::int64_t diff = f.seq - last_seq_;
+        if (diff > 1) gaps_ += static_cast<std::uint64_t>(diff - 1);
+    }
+    have_seq_ = true;
+    last_seq_ = f.seq;
+    cycle_ = f.cycle;
+    last_t_ = f.t;
+
+    // A robot that comes back already stopped (it stopped itself when the link was lost) stays stopped.
+    if (first_sample_) {
+        first_sample_ = false;
+        if ((f.mode & kBitHeld) && !latched_) {
+            std::snprintf(reason, sizeof reason,
+                          "robot reconnected while stopped (it stopped itself: %s); an operator must resume",
+                          (f.mode & kBitSelfStop) ? "no reply in time or lost connection" : "held");
+            latch_locked(reason);
+            queue_locked(PendingKind::HeldOnReconnect, &f, nullptr, reason, false);
+        }
+    }
+    if (config_.robot_starts_recording) {
+        const bool now = f.mode & kBitRecordRequest, before = last_mode_bits_ & kBitRecordRequest;
+        if (now && !before && mode_ == Mode::Idle) queue_locked(PendingKind::RecordStart, &f, nullptr, "robot program asked to record", false);
+        if (!now && before && mode_ == Mode::Record) queue_locked(PendingKind::RecordStop, &f, nullptr, "robot program ended the recording", false);
+    }
+    last_mode_bits_ = f.mode;
+
+    FeedPoint& point = ring_[ring_next_ % ring_.size()];
+    point.index = ring_next_++;
+    point.t = f.t;
+    point.seq = f.seq;
+    point.cycle = f.cycle;
+    point.joints = f.joints;
+    point.fired = 0;
+    point.would_stop = false;
+    std::copy_n(f.signal.begin(), f.joints, point.signal.begin());
+
+    switch (mode_) {
+        case Mode::Idle: break;
+        case Mode::Record: write_record_locked(f); break;
+        case Mode::Shadow:
+        case Mode::Detect: {
+            if (!detector_) {
+                if (mode_ == Mode::Detect && !latched_) {
+                    latch_locked("DETECT mode without an active profile");
+                    queue_locked(PendingKind::Fault, &f, nullptr, "DETECT mode without an active profile", false);
+                }
+                break;
+            }
+            const Decision d = detector_->update(f.view());
+            const auto evaluations = detector_->evaluations();
+            for (std::size_t j = 0; j < evaluations.size() && j < protocol::kMaxJoints; ++j) {
+                const JointEvaluation& ev = evaluations[j];
+                const auto ref = detector_->reference(j);
+                point.reference[j] = ref[std::min(ev.rule1.partner, ref.size() - 1)];
+                point.rule1[j] = ev.rule1.magnitude();
+                point.rule2[j] = ev.rule2;
+                point.ref_start[j] = static_cast<std::uint32_t>(ev.ref_start);
+                point.ref_end[j] = static_cast<std::uint32_t>(ev.ref_end);
+            }
+            point.fired = d.fired;
+            point.would_stop = d.stop();
+            bool applies = true;
+            if (grace_left_ > 0) {
+                --grace_left_;
+                applies = false;
+            }
+            if (d.stop() && applies && !in_stop_run_) {
+                const char* unit = to_string(config_.unit) == "percent" ? "%" : (config_.unit == SignalUnit::A ? "A" : "Nm");
+                if (d.rule == Rule::Fault) {
+                    std::snprintf(reason, sizeof reason, "sample seq %lld cannot be judged (wrong size or not a finite number)",
+                                  static_cast<long long>(f.seq));
+                } else {
+                    std::snprintf(reason, sizeof reason, "joint %zu %s: %.4g %s > threshold %.4g at cycle %lld, seq %lld", d.joint,
+                                  rule_name(d.rule), d.value, d.rule == Rule::Eigenvalue ? "" : unit, d.threshold,
+                                  static_cast<long long>(f.cycle), static_cast<long long>(f.seq));
+                }
+                if (mode_ == Mode::Detect) {
+                    if (!latched_) {
+                        latch_locked(reason);
+                        queue_locked(d.rule == Rule::Fault ? PendingKind::Fault : PendingKind::Stop, &f, &d, reason, true);
+                    }
+                } else {
+                    queue_locked(PendingKind::WouldStop, &f, &d, reason, true);
+                }
+            }
+            in_stop_run_ = d.stop() && applies;
+            break;
+        }
+    }
+
+    // Deadline: a decision that took too long is not trusted in DETECT.
+    const auto elapsed = Clock::now() - received;
+    const double us = std::chrono::duration<double, std::micro>(elapsed).count();
+    processing_mean_us_ = samples_ == 1 ? us : 0.99 * processing_mean_us_ + 0.01 * us;
+    processing_max_us_ = std::max(processing_max_us_, us);
+    if (elapsed > deadline_) {
+        ++deadline_misses_;
+        if (mode_ == Mode::Detect && !latched_) {
+            std::snprintf(reason, sizeof reason, "deadline missed: sample seq %lld decided after %.2f ms (deadline %.2f ms)",
+                          static_cast<long long>(f.seq), us / 1e3, std::chrono::duration<double, std::milli>(deadline_).count());
+            latch_locked(reason);
+            queue_locked(PendingKind::Deadline, &f, nullptr, reason, false);
+        }
+    }
+    point.stop = latched_;
+    return latched_ ? protocol::Reply::Stop : protocol::Reply::Continue;
+}
+
+protocol::Reply RobotSession::on_malformed(std::uint64_t link, std::string_view message) {
+    auto lk = lock();
+    if (link != link_) return protocol::Reply::Stop;
+    ++malformed_;
+    char reason[240];
+    std::snprintf(reason, sizeof reason, "malformed sample from %s: %.*s", remote_.c_str(), static_cast<int>(message.size()), message.data());
+    if (!latched_) latch_locked(reason);
+    queue_locked(PendingKind::Fault, nullptr, nullptr, reason, false);
+    return protocol::Reply::Stop;
+}
+
+protocol::Reply RobotSession::on_internal_error(std::uint64_t link, std::string_view message) {
+    auto lk = lock();
+    if (link != link_) return protocol::Reply::Stop;
+    char reason[240];
+    std::snprintf(reason, sizeof reason, "internal error: %.*s", static_cast<int>(message.size()), message.data());
+    if (!latched_) latch_locked(reason);
+    queue_locked(PendingKind::Fault, nullptr, nullptr, reason, false);
+    return protocol::Reply::Stop;
+}
+
+void RobotSession::write_record_locked(const protocol::SampleFrame& f) {
+    if (!record_file_) return;
+    std::FILE* out = record_file_;
+    std::fprintf(out, "%.17g,%lld,%lld,%u", f.t, static_cast<long long>(f.seq), static_cast<long long>(f.cycle), f.mode);
+    for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.signal[j]);
+    for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.angle[j]);
+    std::fputc('\n', out);
+    if (record_samples_ > 0 && f.cycle != record_last_cycle_) ++record_cycle_changes_;
+    record_last_cycle_ = f.cycle;
+    ++record_samples_;
+}
+
+void RobotSession::persist_state_locked() {
+    RobotState s;
+    s.robot = config_.id;
+    s.mode = to_string(mode_);
+    s.latched = latched_;
+    s.reason = latch_reason_.data();
+    s.profile_id = profile_id_;
+    store_.save_state(s);
+}
+
+void RobotSession::event(EventRecord record) {
+    try {
+        const std::int64_t id = store_.add_event(record);
+        const auto level = record.kind == "stop" || record.kind == "fault" || record.kind == "refused" ? spdlog::level::warn : spdlog::level::info;
+        spdlog::log(level, "robot {}: {}: {}", record.robot, record.kind, record.reason);
+        if (on_event_) {
+            nlohmann::json j = {{"id", id},           {"robot", record.robot}, {"kind", record.kind},     {"reason", record.reason},
+                                {"seq", record.seq},  {"cycle", record.cycle}, {"joint", record.joint},   {"rule", record.rule},
+                                {"value", record.value}, {"threshold", record.threshold}, {"has_evidence", !record.evidence.is_null()},
+                                {"time", now_iso()}};
+            on_event_(j);
+        }
+    } catch (const std::exception& e) {
+        spdlog::error("robot {}: cannot store event '{}: {}': {}", record.robot, record.kind, record.reason, e.what());
+    }
+}
+
+nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
+    if (!e.valid) return nullptr;
+    const std::size_t w = e.window, span = kEvidenceSpanFactor * w;
+    nlohmann::json joints = nlohmann::json::array();
+    std::vector<JointThresholds> thresholds;
+    {
+        std::lock_guard lk(mutex_);
+        if (detector_) thresholds = detector_->profile().thresholds;
+    }
+    for (std::size_t j = 0; j < e.joints; ++j) {
+        nlohmann::json jj;
+        jj["joint"] = j + 1;
+        jj["window"] = std::vector<double>(e.signal.begin() + static_cast<std::ptrdiff_t>(j * w), e.signal.begin() + static_cast<std::ptrdiff_t>((j + 1) * w));
+        jj["reference"] = std::vector<double>(e.reference.begin() + static_cast<std::ptrdiff_t>(j * span),
+                                              e.reference.begin() + static_cast<std::ptrdiff_t>(j * span + e.span_len[j]));
+        jj["ref_start"] = e.span_start[j];
+        jj["ref_end"] = e.span_end[j];
+        jj["reference_truncated"] = e.span_len[j] < e.span_end[j] - e.span_start[j] + 1;
+        jj["rule1"] = e.rule1[j];
+        jj["rule2"] = e.rule2[j];
+        if (j < thresholds.size()) {
+            jj["theta1"] = thresholds[j].rule1.value;
+            jj["theta2"] = thresholds[j].rule2.value;
+        }
+        joints.push_back(std::move(jj));
+    }
+    return {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
+}
+
+void RobotSession::flush() {
+    std::array<Pending, kPending> pending;
+    std::size_t count = 0, dropped = 0;
+    bool dirty = false;
+    std::uint64_t new_gaps = 0;
+    {
+        auto lk = lock();
+        if (pending_count_ == 0 && !state_dirty_ && gaps_ == gaps_reported_) return;
+        count = pending_count_;
+        std::copy_n(pending_.begin(), count, pending.begin());
+        pending_count_ = 0;
+        dropped = pending_dropped_;
+        pending_dropped_ = 0;
+        dirty = state_dirty_;
+        state_dirty_ = false;
+        if (count > 0) std::swap(evidence_, evidence_out_);
+        evidence_.valid = false;
+        const auto now = Clock::now();
+        if (gaps_ != gaps_reported_ && now - gap_report_time_ > std::chrono::seconds(1)) {
+            new_gaps = gaps_ - gaps_reported_;
+            gaps_reported_ = gaps_;
+            gap_report_time_ = now;
+        }
+        if (dirty) persist_state_locked();
+    }
+    for (std::size_t k = 0; k < count; ++k) {
+        const Pending& p = pending[k];
+        switch (p.kind) {
+            case PendingKind::RecordStart:
+                try {
+                    start_recording("robot program (mode bit 4)");
+                } catch (const std::exception& e) {
+                    spdlog::error("robot {}: cannot start recording: {}", config_.id, e.what());
+                }
+                continue;
+            case PendingKind::RecordStop:
+                try {
+                    stop_recording("robot program (mode bit 4)");
+                } catch (const std::exception& e) {
+                    spdlog::error("robot {}: cannot stop recording: {}", config_.id, e.what());
+                }
+                continue;
+            default: break;
+        }
+        EventRecord e;
+        e.robot = config_.id;
+        e.kind = p.kind == PendingKind::Stop              ? "stop"
+                 : p.kind == PendingKind::WouldStop       ? "would_stop"
+                 : p.kind == PendingKind::HeldOnReconnect ? "stop"
+                 : p.kind == PendingKind::Deadline        ? "fault"
+                                                          : "fault";
+        e.reason = p.reason.data();
+        e.seq = p.seq;
+        e.cycle = p.cycle;
+        e.joint = static_cast<int>(p.decision.joint);
+        e.rule = rule_key(p.decision.rule);
+        e.value = p.decision.value;
+        e.threshold = p.decision.threshold;
+        if (p.evidence && k + 1 == count) e.evidence = evidence_json(evidence_out_);
+        event(std::move(e));
+    }
+    if (dropped > 0) spdlog::warn("robot {}: {} events dropped (more than {} within one sample)", config_.id, dropped, kPending);
+    if (new_gaps > 0) {
+        EventRecord e;
+        e.robot = config_.id;
+        e.kind = "gap";
+        e.reason = fmt::format("{} samples missing according to the sequence numbers (total {})", new_gaps, gaps_reported_);
+        event(std::move(e));
+    }
+}
+
+nlohmann::json RobotSession::status_locked() const {
+    nlohmann::json j = to_json(config_);
+    j["connected"] = link_ != 0;
+    j["remote"] = remote_;
+    j["connected_since"] = connected_since_;
+    j["mode"] = to_string(mode_);
+    j["latched"] = latched_;
+    j["reason"] = latched_ ? std::string(latch_reason_.data()) : std::string();
+    j["state"] = link_ == 0 ? "disconnected" : latched_ ? "stopped" : to_string(mode_);
+    j["profile"] = profile_id_ ? profile_summary_ : nlohmann::json();
+    j["samples"] = samples_;
+    j["gaps"] = gaps_;
+    j["malformed"] = malformed_;
+    j["stops"] = stops_;
+    j["deadline_misses"] = deadline_misses_;
+    j["cycle"] = cycle_;
+    j["robot_time"] = last_t_;
+    j["processing_us"] = {{"mean", processing_mean_us_}, {"max", processing_max_us_}};
+    if (link_ != 0) {
+        j["period_ms"] = handshake_.period * 1e3;
+        j["robot_timeout_ms"] = handshake_.timeout * 1e3;
+        j["deadline_ms"] = std::chrono::duration<double, std::milli>(deadline_).count();
+    }
+    if (record_file_) {
+        j["recording"] = {{"path", record_path_}, {"samples", record_samples_},
+                          {"complete_cycles", record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0}, {"started", record_started_}};
+    }
+    return j;
+}
+
+nlohmann::json RobotSession::status() {
+    auto lk = lock();
+    return status_locked();
+}
+
+nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
+    if (mode == Mode::Record) return start_recording(by);
+    nlohmann::json committed;
+    Mode before;
+    {
+        auto lk = lock();
+        if ((mode == Mode::Detect || mode == Mode::Shadow) && !detector_) {
+            throw std::invalid_argument(fmt::format("robot '{}' has no active profile: record, calibrate and activate one before '{}'",
+                                                    config_.id, to_string(mode)));
+        }
+        before = mode_;
+        if (mode_ == Mode::Record) committed = stop_recording_locked(by);
+        mode_ = mode;
+        if (detector_ && mode != before) detector_->reset();
+        in_stop_run_ = false;
+        persist_state_locked();
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "mode";
+    e.reason = fmt::format("mode {} -> {} by {}", to_string(before), to_string(mode), by);
+    event(std::move(e));
+    nlohmann::json j = status();
+    if (!committed.is_null()) j["committed_recording"] = committed;
+    return j;
+}
+
+nlohmann::json RobotSession::start_recording(const std::string& by) {
+    std::string path;
+    {
+        auto lk = lock();
+        if (record_file_) throw std::invalid_argument(fmt::format("robot '{}' is already recording to {}", config_.id, record_path_));
+        const std::filesystem::path dir = std::filesystem::path(settings_.data_dir) / "recordings";
+        std::filesystem::create_directories(dir);
+        std::string stamp = now_iso();
+        std::replace(stamp.begin(), stamp.end(), ':', '-');
+        path = (dir / fmt::format("{}-{}.csv", config_.id, stamp)).string();
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+        std::setvbuf(f, record_buffer_.data(), _IOFBF, record_buffer_.size());
+        std::fprintf(f, "# robot: %s\n# joints: %zu\n# signal: %s\n# unit: %s\n# source: warpguardd recording started %s by %s\n",
+                     config_.id.c_str(), config_.joints, to_string(config_.signal).c_str(), to_string(config_.unit).c_str(),
+                     now_iso().c_str(), by.c_str());
+        std::fprintf(f, "t,seq,cycle,mode");
+        for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",tau%zu", j);
+        for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",q%zu", j);
+        std::fputc('\n', f);
+        record_file_ = f;
+        record_path_ = path;
+        record_started_ = now_iso();
+        record_samples_ = 0;
+        record_cycle_changes_ = 0;
+        mode_ = Mode::Record;
+        persist_state_locked();
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "recording";
+    e.reason = fmt::format("recording started by {} into {} (detection is off while recording)", by, path);
+    event(std::move(e));
+    return status();
+}
+
+nlohmann::json RobotSession::stop_recording_locked(const std::string& by) {
+    if (!record_file_) throw std::invalid_argument(fmt::format("robot '{}' is not recording", config_.id));
+    std::fflush(record_file_);
+    ::fsync(fileno(record_file_));
+    std::fclose(record_file_);
+    record_file_ = nullptr;
+    mode_ = Mode::Idle;
+    const std::size_t cycles = record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0;
+    const std::int64_t id = store_.add_recording(config_.id, record_path_, record_started_, record_samples_, cycles);
+    persist_state_locked();
+    spdlog::info("robot {}: recording {} committed by {}: {} samples, {} complete cycles, {}", config_.id, id, by, record_samples_,
+                 cycles, record_path_);
+    return {{"id", id}, {"path", record_path_}, {"samples", record_samples_}, {"cycles", cycles}};
+}
+
+nlohmann::json RobotSession::stop_recording(const std::string& by) {
+    nlohmann::json r;
+    {
+        auto lk = lock();
+        r = stop_recording_locked(by);
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "recording";
+    e.reason = fmt::format("recording {} stopped by {}: {} samples, {} complete cycles", r["id"].get<std::int64_t>(), by,
+                           r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>());
+    event(std::move(e));
+    return r;
+}
+
+nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& profile, const std::string& by) {
+    if (profile.joints != config_.joints) {
+        throw std::invalid_argument(fmt::format("profile {} has {} joints; robot '{}' has {}", profile_id, profile.joints, config_.id, config_.joints));
+    }
+    if (profile.unit != config_.unit) {
+        throw std::invalid_argument(fmt::format("profile {} is in {}; robot '{}' sends {}", profile_id, to_string(profile.unit), config_.id,
+                                                to_string(config_.unit)));
+    }
+    auto detector = std::make_unique<Detector>(profile);
+    RobotState s;
+    {
+        auto lk = lock();
+        const std::size_t w = profile.window, span = kEvidenceSpanFactor * w, n = profile.joints;
+        for (Evidence* e : {&evidence_, &evidence_out_}) {
+            e->valid = false;
+            e->signal.assign(n * w, 0.0);
+            e->t.assign(w, 0.0);
+            e->reference.assign(n * span, 0.0);
+            e->span_start.assign(n, 0);
+            e->span_end.assign(n, 0);
+            e->span_len.assign(n, 0);
+            e->rule1.assign(n, 0.0);
+            e->rule2.assign(n, 0.0);
+        }
+        detector_ = std::move(detector);
+        profile_id_ = profile_id;
+        profile_summary_ = {{"id", profile_id}, {"window", profile.window}, {"method", to_string(profile.method)},
+                            {"reference_samples", profile.reference.size()}};
+        in_stop_run_ = false;
+        persist_state_locked();
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "profile";
+    e.reason = fmt::format("profile {} activated by {} (window {}, reference {} samples, {})", profile_id, by, profile.window,
+                           profile.reference.size(), to_string(profile.method));
+    event(std::move(e));
+    return status();
+}
+
+nlohmann::json RobotSession::resume(const std::string& by) {
+    std::string was;
+    {
+        auto lk = lock();
+        if (!latched_) throw std::invalid_argument(fmt::format("robot '{}' is not stopped; nothing to resume", config_.id));
+        was = latch_reason_.data();
+        latched_ = false;
+        latch_reason_[0] = '\0';
+        in_stop_run_ = false;
+        if (detector_) detector_->reset();
+        const double period = link_ != 0 ? handshake_.period : 0.004;
+        grace_left_ = static_cast<std::size_t>(std::ceil(settings_.resume_grace_s / std::max(period, 1e-4)));
+        persist_state_locked();
+    }
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = "resume";
+    e.reason = fmt::format("resumed by {} (the stop was: {})", by, was);
+    event(std::move(e));
+    return status();
+}
+
+std::uint64_t RobotSession::feed(std::uint64_t after, std::size_t decimate, std::vector<FeedPoint>& out) {
+    auto lk = lock();
+    if (ring_next_ == 0) return after;
+    const std::uint64_t oldest = ring_next_ > ring_.size() ? ring_next_ - ring_.size() : 0;
+    std::uint64_t from = std::max(oldest, after + 1);
+    if (after == UINT64_MAX) from = oldest;
+    for (std::uint64_t i = from; i < ring_next_; ++i) {
+        if (decimate <= 1 || i % decimate == 0 || i + 1 == ring_next_) out.push_back(ring_[i % ring_.size()]);
+    }
+    return ring_next_ - 1;
+}
+
+nlohmann::json RobotSession::reference_summary() {
+    auto lk = lock();
+    if (!detector_) return nullptr;
+    const Profile& p = detector_->profile();
+    nlohmann::json joints = nlohmann::json::array();
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        joints.push_back({{"joint", j + 1}, {"theta1", p.thresholds[j].rule1.value}, {"theta2", p.thresholds[j].rule2.value}});
+    }
+    return {{"profile", profile_id_}, {"window", p.window}, {"reference_samples", p.reference.size()},
+            {"reference", p.reference.tau}, {"thresholds", joints}};
+}
+
+}  // namespace warpguard::daemon

@@ -1,0 +1,203 @@
+// One configured robot inside warpguardd: its mode, stop latch, profile and detector, recorder,
+// connection counters and live feed. The robot link calls on_sample() for every decoded sample and
+// writes the returned reply at once; flush() then does the slow part (SQLite, event subscribers)
+// after the reply is on its way. on_sample() does not allocate: events, evidence and the feed go
+// into storage reserved when the session and its profile are set up.
+//
+// Fail-safe: every doubt answers STOP and latches it (malformed data, DETECT without a profile, a
+// missed deadline, an internal error, a robot that comes back already stopped). Only resume()
+// (an operator through the control API) releases the latch.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config.hpp"
+#include "store.hpp"
+#include "warpguard/detector.hpp"
+#include "wire_protocol.hpp"
+
+namespace warpguard::daemon {
+
+using Clock = std::chrono::steady_clock;
+
+// Mode bits the robot task sends (robot_scripts/PROTOCOL.md §2.1).
+inline constexpr std::uint32_t kBitHeld = 1;           // the robot is stopped by WarpGuard
+inline constexpr std::uint32_t kBitSelfStop = 2;       // ... because it heard no reply / lost the link
+inline constexpr std::uint32_t kBitRecordRequest = 4;  // the robot program asks for a recording
+
+// One decided sample as the live feed shows it.
+struct FeedPoint {
+    std::uint64_t index = 0;  // running number of the session's samples
+    double t = 0.0;
+    std::int64_t seq = 0;
+    std::int64_t cycle = 0;
+    bool stop = false;     // the reply
+    bool would_stop = false;  // the detector's own verdict (also in SHADOW and grace)
+    std::uint8_t fired = 0;
+    std::size_t joints = 0;
+    std::array<double, protocol::kMaxJoints> signal{};
+    std::array<double, protocol::kMaxJoints> reference{};  // reference value paired with the newest sample
+    std::array<double, protocol::kMaxJoints> rule1{};      // |deviation|
+    std::array<double, protocol::kMaxJoints> rule2{};
+    std::array<std::uint32_t, protocol::kMaxJoints> ref_start{};
+    std::array<std::uint32_t, protocol::kMaxJoints> ref_end{};
+};
+
+struct SessionSettings {
+    double deadline_ms = 0.0;  // 0: half the robot's reply timeout
+    double resume_grace_s = 0.5;
+    std::string data_dir;
+};
+
+using EventCallback = std::function<void(const nlohmann::json&)>;
+
+class RobotSession {
+public:
+    RobotSession(RobotConfig config, Store& store, SessionSettings settings, EventCallback on_event);
+    ~RobotSession();
+
+    const RobotConfig& config() const { return config_; }
+    const std::string& id() const { return config_.id; }
+
+    // Robot link side. attach() checks the handshake against the configuration; on refusal the
+    // reason names the offending value and the link must close after sending the STOP reply.
+    struct Attach {
+        bool accepted = false;
+        std::string reason;
+        protocol::Reply reply = protocol::Reply::Stop;
+    };
+    Attach attach(std::uint64_t link, const protocol::Handshake& handshake, const std::string& remote);
+    void detach(std::uint64_t link, const std::string& why);
+    protocol::Reply on_sample(std::uint64_t link, const protocol::SampleFrame& frame, Clock::time_point received);
+    protocol::Reply on_malformed(std::uint64_t link, std::string_view message);
+    protocol::Reply on_internal_error(std::uint64_t link, std::string_view message);
+    void flush();  // stores and publishes what on_sample() queued; call after the reply is written
+    bool is_link(std::uint64_t link) {
+        auto lk = lock();
+        return link == link_;
+    }
+
+    // Control side (each returns the JSON answer or throws std::invalid_argument / std::runtime_error).
+    nlohmann::json status();
+    nlohmann::json set_mode(Mode mode, const std::string& by);
+    nlohmann::json start_recording(const std::string& by);
+    nlohmann::json stop_recording(const std::string& by);
+    nlohmann::json activate(std::int64_t profile_id, const Profile& profile, const std::string& by);
+    nlohmann::json resume(const std::string& by);
+    // Feed points after `after` (index), at most one in `decimate`; returns the last index seen.
+    std::uint64_t feed(std::uint64_t after, std::size_t decimate, std::vector<FeedPoint>& out);
+    // The active profile's reference (for the panel's charts), or null.
+    nlohmann::json reference_summary();
+
+    // Restores mode, latch and profile from the store (at start).
+    void restore(const RobotState& state, std::optional<Profile> profile);
+
+private:
+    enum class PendingKind { Stop, WouldStop, Fault, Refused, HeldOnReconnect, Deadline, RecordStart, RecordStop };
+    struct Pending {
+        PendingKind kind = PendingKind::Stop;
+        std::int64_t seq = -1;
+        std::int64_t cycle = -1;
+        Decision decision;
+        std::array<char, 240> reason{};
+        bool evidence = false;
+    };
+    struct Evidence {
+        bool valid = false;
+        std::size_t joints = 0;
+        std::size_t window = 0;
+        std::vector<double> signal;     // joint-major, window values each (as matched)
+        std::vector<double> reference;  // joint-major, up to kEvidenceSpan values each
+        std::vector<std::uint32_t> span_start, span_end, span_len;
+        std::vector<double> rule1, rule2;
+        std::vector<double> t;          // robot time of each window sample
+    };
+    static constexpr std::size_t kPending = 16;
+
+    void latch_locked(const char* reason);
+    void queue_locked(PendingKind kind, const protocol::SampleFrame* frame, const Decision* decision, const char* reason,
+                      bool evidence);
+    void capture_evidence_locked();
+    void persist_state_locked();
+    std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
+    nlohmann::json status_locked() const;
+    nlohmann::json evidence_json(const Evidence& e) const;
+    void event(EventRecord record);
+    void write_record_locked(const protocol::SampleFrame& frame);
+    nlohmann::json stop_recording_locked(const std::string& by);
+
+    RobotConfig config_;
+    Store& store_;
+    SessionSettings settings_;
+    EventCallback on_event_;
+    mutable std::mutex mutex_;
+
+    // Mode, latch, profile.
+    Mode mode_ = Mode::Idle;
+    bool latched_ = false;
+    std::array<char, 240> latch_reason_{};
+    std::int64_t profile_id_ = 0;
+    nlohmann::json profile_summary_;
+    std::unique_ptr<Detector> detector_;
+    std::size_t grace_left_ = 0;   // samples whose STOP verdicts are not applied (after a resume)
+    bool in_stop_run_ = false;     // the detector said STOP for the previous sample too
+    bool state_dirty_ = false;
+
+    // Link.
+    std::uint64_t link_ = 0;  // 0 = not connected
+    std::string remote_;
+    protocol::Handshake handshake_;
+    std::string connected_since_;
+    bool first_sample_ = true;
+    bool have_seq_ = false;
+    std::int64_t last_seq_ = 0;
+    std::uint32_t last_mode_bits_ = 0;
+    Clock::duration deadline_{};
+
+    // Counters.
+    std::uint64_t samples_ = 0;
+    std::uint64_t gaps_ = 0;            // samples missing according to seq
+    std::uint64_t gaps_reported_ = 0;
+    Clock::time_point gap_report_time_{};
+    std::uint64_t malformed_ = 0;
+    std::uint64_t stops_ = 0;
+    std::uint64_t deadline_misses_ = 0;
+    double processing_mean_us_ = 0.0;   // exponential mean of parse-to-decision time
+    double processing_max_us_ = 0.0;
+    std::int64_t cycle_ = 0;
+    double last_t_ = 0.0;
+
+    // Recording.
+    std::FILE* record_file_ = nullptr;
+    std::vector<char> record_buffer_;
+    std::string record_path_;
+    std::string record_started_;
+    std::size_t record_samples_ = 0;
+    std::size_t record_cycle_changes_ = 0;
+    std::int64_t record_last_cycle_ = 0;
+
+    // Queued for flush().
+    std::array<Pending, kPending> pending_{};
+    std::size_t pending_count_ = 0;
+    std::size_t pending_dropped_ = 0;
+    Evidence evidence_;
+    Evidence evidence_out_;
+
+    // Live feed ring.
+    std::vector<FeedPoint> ring_;
+    std::uint64_t ring_next_ = 0;  // index of the next point
+};
+
+}  // namespace warpguard::daemon

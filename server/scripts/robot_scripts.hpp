@@ -1,0 +1,47 @@
+// The vendor background tasks of robot_scripts/, filled in for one robot and one PC: used by
+// `warpguard script`, the control API's `script` command (the panel) and `warpguard export-envelope`,
+// which writes the controller-only envelope check of thesis §3.1 in the vendor's language.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "warpguard/envelope.hpp"
+#include "warpguard/recording.hpp"
+
+namespace warpguard::scripts {
+
+enum class ScriptVendor { URScript, Rapid, PacScript };
+// Accepts urscript|ur, rapid|abb, pacscript|denso; throws std::invalid_argument naming the text.
+ScriptVendor parse_script_vendor(const std::string& text);
+
+struct ScriptOptions {
+    std::string host;
+    std::uint16_t port = 7700;
+    std::string robot_id;
+    std::size_t joints = 6;
+    SignalKind signal = SignalKind::Torque;
+    SignalUnit unit = SignalUnit::Nm;
+    double period_ms = 0;   // 0: the vendor's default (UR 2, ABB 4, Denso 8)
+    double timeout_ms = 0;  // 0: the vendor's default (UR 20, ABB 150, Denso 150)
+    // Denso controller specifics.
+    int com_line = 8;
+    int cycle_var = 10;
+    int record_var = 11;
+    int stop_io = 128;
+    int servo_id = 0;  // 0: 5 (torque) or 4 (current) from the signal
+};
+
+struct ScriptFile {
+    std::string name;
+    std::string text;
+};
+
+// Throws std::invalid_argument naming the offending option and value.
+std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& options);
+
+// The envelope limits as a self-contained controller-side check (no PC attached).
+ScriptFile render_envelope(ScriptVendor vendor, const EnvelopeLimits& limits);
+
+}  // namespace warpguard::scripts
