@@ -45,11 +45,12 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
         ENDFOR
         WHILE TRUE DO
             IF NOT wg_connected THEN
-                IF NOT wg_held THEN
+                WgConnect;
+                IF NOT wg_connected AND NOT wg_held THEN
+                    ! No link (at start or lost): the robot must not move unwatched.
                     wg_self_stop:=TRUE;
                     WgStop;
                 ENDIF
-                WgConnect;
             ENDIF
             IF wg_connected THEN
                 WgExchange;

@@ -2,11 +2,14 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "live_robot.hpp"
 #include "robot_cell.hpp"
+#include "warpguard/evaluation.hpp"
 #include "warpguard/recording_csv.hpp"
 
 int main(int argc, char** argv) {
@@ -34,7 +37,152 @@ int main(int argc, char** argv) {
     record->add_option("--obstacle-at", obstacle_at, "Put a rigid box where the tool will be at this task time, s");
     record->add_option("--stop-at", stop_at, "Brake to a stop at this time, s (and stay stopped)");
     record->add_option("--out", out, "CSV file to write")->required();
+
+    // run: the same cell, live against warpguardd over TCP, behaving like the vendor's script.
+    std::string connect, vendor = "ur", robot_id, report;
+    double speed = 1.0, timeout_ms = 0.0, run_period = 0.0;
+    std::size_t contacts_from = 0, window = 30;
+    std::string record_request;
+    bool without = false;
+    auto* run = app.add_subcommand("run", "Play the robot live against warpguardd over the wire protocol (like the vendor script)");
+    run->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
+    run->add_option("--task", task_file, "Task program JSON (samples/tasks/)")->required()->check(CLI::ExistingFile);
+    run->add_option("--connect", connect, "warpguardd's robot port, HOST:PORT")->required();
+    run->add_option("--vendor", vendor, "Script to behave like: ur, abb or denso")->capture_default_str()->check(CLI::IsMember({"ur", "abb", "denso"}));
+    run->add_option("--id", robot_id, "Robot id in the handshake (as configured in warpguardd)")->required();
+    run->add_option("--cycles", cycles, "Task cycles")->capture_default_str()->check(CLI::Range(1, 100000));
+    run->add_option("--speed", speed, "Simulated seconds per wall-clock second")->capture_default_str()->check(CLI::Range(0.05, 20.0));
+    run->add_option("--period", run_period, "Background task's sample period, s (default: the vendor's, see PROTOCOL.md)");
+    run->add_option("--timeout-ms", timeout_ms, "Robot-side reply timeout, ms (default: the vendor's)");
+    run->add_option("--seed", options.seed, "Random seed")->capture_default_str();
+    run->add_option("--override", options.speed_override, "Speed override (1 = 100 %)")->capture_default_str();
+    run->add_option("--drift", options.friction_drift, "Relative joint friction increase over the run")->capture_default_str();
+    run->add_option("--contacts", contacts, "Random external contacts (one per cycle)")->capture_default_str();
+    run->add_option("--contacts-from-cycle", contacts_from, "First cycle (0-based) that may get a contact")->capture_default_str();
+    run->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
+    run->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
+    run->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
+    run->add_option("--obstacle-at", obstacle_at, "A rigid box comes down where the tool will be at this task time, s");
+    run->add_option("--record-request", record_request, "Cycles A:B during which the program sets the record bit (mode bit 4)");
+    run->add_option("--window", window, "Detection window in samples used to judge detections (the profile's m)")->capture_default_str();
+    run->add_flag("--without", without, "Also simulate the same run without WarpGuard and compare peak contact forces");
+    run->add_option("--out", out, "CSV file for the robot's samples with ground truth");
+    run->add_option("--report", report, "JSON summary to write");
     CLI11_PARSE(app, argc, argv);
+    if (*run) {
+        try {
+            const RobotDescription robot = load_robot_description(robot_file);
+            sim::Task task = sim::load_task(task_file, robot.dof());
+            if (payload >= 0) {
+                for (auto& step : task.steps) {
+                    if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = payload;
+                }
+            }
+            sim::LiveOptions live;
+            const auto colon = connect.rfind(':');
+            if (colon == std::string::npos) throw std::invalid_argument(fmt::format("--connect '{}' is not HOST:PORT", connect));
+            live.host = connect.substr(0, colon);
+            live.port = static_cast<std::uint16_t>(std::stoi(connect.substr(colon + 1)));
+            const protocol::Vendor v = vendor == "ur" ? protocol::Vendor::UR : vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso;
+            live.handshake = sim::vendor_handshake(v, robot_id, robot.signal, robot.unit, robot.dof());
+            if (run_period > 0) live.handshake.period = run_period;
+            if (timeout_ms > 0) live.handshake.timeout = timeout_ms / 1e3;
+            live.speed = speed;
+            if (!record_request.empty()) {
+                const auto c = record_request.find(':');
+                if (c == std::string::npos) throw std::invalid_argument(fmt::format("--record-request '{}' is not A:B", record_request));
+                live.record_request_from = static_cast<std::uint32_t>(std::stoul(record_request.substr(0, c)));
+                live.record_request_to = static_cast<std::uint32_t>(std::stoul(record_request.substr(c + 1)));
+            }
+            options.sampling.period = live.handshake.period;
+            sim::RobotCell cell(robot, task, options);
+            if (contacts > 0) {
+                const auto starts = cell.schedule(cycles);
+                const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
+                if (contacts_from >= starts.size()) throw std::invalid_argument("--contacts-from-cycle is beyond the last cycle");
+                // random_contacts leaves the first cycle it is given free.
+                    const std::vector<double> later(starts.begin() + static_cast<std::ptrdiff_t>(contacts_from > 0 ? contacts_from - 1 : 0), starts.end());
+                cell.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
+            }
+            if (obstacle_at >= 0) {
+                sim::Obstacle obstacle;
+                obstacle.task_time = obstacle_at;
+                obstacle.start = std::max(0.0, obstacle_at - 0.6);
+                cell.set_obstacle(obstacle);
+            }
+            sim::LiveRobot link(live);
+            cell.set_options_hook([&link](const Sample& s) { return link.on_sample(s); });
+            std::printf("warpguard-sim: %s playing '%s' as a %s robot '%s' against %s (%.0f ms period, %.0f ms timeout, %.1fx real time)\n",
+                        robot.name.c_str(), task.name.c_str(), vendor.c_str(), robot_id.c_str(), connect.c_str(), live.handshake.period * 1e3,
+                        live.handshake.timeout * 1e3, speed);
+            std::fflush(stdout);
+            const Recording rec = cell.record(cycles);
+            if (!out.empty()) write_recording(rec, out);
+
+            std::vector<Decision> decisions(rec.size());
+            const auto& held = link.held_after();
+            for (std::size_t i = 0; i < rec.size() && i < held.size(); ++i) {
+                if (held[i]) decisions[i].verdict = Verdict::Stop;
+            }
+            const RunEvaluation eval = evaluate_decisions(out.empty() ? "live run" : out, rec, decisions, window);
+            std::vector<double> lat = link.latencies();
+            nlohmann::json summary = {{"samples", rec.size()},
+                                      {"sent", link.samples_sent()},
+                                      {"timeouts", link.timeouts()},
+                                      {"connections", link.connections()},
+                                      {"failed_connects", link.failed_connects()},
+                                      {"latency_median_ms", percentile(lat, 50).value_or(0) * 1e3},
+                                      {"latency_p99_ms", percentile(lat, 99).value_or(0) * 1e3},
+                                      {"latency_max_ms", lat.empty() ? 0.0 : *std::max_element(lat.begin(), lat.end()) * 1e3},
+                                      {"peak_contact_force", cell.peak_contact_force()},
+                                      {"evaluation", to_json(eval)}};
+            nlohmann::json stops = nlohmann::json::array();
+            for (const auto& st : link.stops()) stops.push_back({{"t", st.t}, {"reason", st.reason}});
+            summary["stops"] = stops;
+            summary["resumes"] = link.resumes();
+            std::printf("\n%zu samples sent, %zu replies missed (timeouts), %zu connection(s); reply latency median %.3f ms, p99 %.3f ms\n",
+                        link.samples_sent(), link.timeouts(), link.connections(), summary["latency_median_ms"].get<double>(),
+                        summary["latency_p99_ms"].get<double>());
+            std::printf("robot stops: %zu, resumes: %zu\n", link.stops().size(), link.resumes().size());
+            for (const auto& st : link.stops()) std::printf("  stop at t = %.3f s: %s\n", st.t, st.reason.c_str());
+            if (eval.truth) {
+                const auto& g = *eval.truth;
+                std::printf("collisions %zu: detected %zu, missed %zu; false stops %zu", g.collisions.size(), g.detected, g.missed, g.false_stop_events);
+                if (g.delay_median) std::printf("; detection delay median %.1f ms, p95 %.1f ms", *g.delay_median * 1e3, g.delay_p95.value_or(0) * 1e3);
+                std::printf("\n");
+                for (const auto& c : g.collisions) {
+                    std::printf("  collision at t = %7.3f s on link %d, peak %6.1f N: %s\n", c.onset_t, c.link, c.peak_force,
+                                c.detected ? fmt::format("stopped after {:.1f} ms", c.delay * 1e3).c_str() : "MISSED");
+                }
+            }
+            if (without) {
+                sim::CellOptions plain = options;
+                sim::RobotCell reference_cell(robot, task, plain);
+                if (contacts > 0) {
+                    const auto starts = reference_cell.schedule(cycles);
+                    const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
+                    // random_contacts leaves the first cycle it is given free.
+                    const std::vector<double> later(starts.begin() + static_cast<std::ptrdiff_t>(contacts_from > 0 ? contacts_from - 1 : 0), starts.end());
+                    reference_cell.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
+                }
+                if (obstacle_at >= 0) {
+                    sim::Obstacle obstacle;
+                    obstacle.task_time = obstacle_at;
+                    obstacle.start = std::max(0.0, obstacle_at - 0.6);
+                    reference_cell.set_obstacle(obstacle);
+                }
+                reference_cell.record(cycles);
+                summary["peak_contact_force_without"] = reference_cell.peak_contact_force();
+                std::printf("peak contact force: %.1f N with WarpGuard, %.1f N in the same run without it\n", cell.peak_contact_force(),
+                            reference_cell.peak_contact_force());
+            }
+            if (!report.empty()) std::ofstream(report) << summary.dump(2) << '\n';
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "warpguard-sim: error: %s\n", e.what());
+            return 1;
+        }
+        return 0;
+    }
     try {
         const RobotDescription robot = load_robot_description(robot_file);
         sim::Task task = sim::load_task(task_file, robot.dof());

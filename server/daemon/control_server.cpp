@@ -268,15 +268,16 @@ private:
             send({{"ok", false}, {"error", fmt::format("not valid JSON: {}", e.what())}});
             return;
         }
-        json id = request.is_object() && request.contains("id") ? request.at("id") : json();
+        // Requests may carry "req" (any JSON value); the answer repeats it so clients can pair them.
+        json id = request.is_object() && request.contains("req") ? request.at("req") : json();
         auto answer = [&](json body) {
             body["ok"] = true;
-            if (!id.is_null()) body["id"] = id;
+            if (!id.is_null()) body["req"] = id;
             send(std::move(body));
         };
         auto fail = [&](const std::string& error) {
             json body = {{"ok", false}, {"error", error}};
-            if (!id.is_null()) body["id"] = id;
+            if (!id.is_null()) body["req"] = id;
             send(std::move(body));
         };
         if (!request.is_object() || !request.contains("cmd") || !request.at("cmd").is_string()) {
@@ -339,7 +340,7 @@ private:
                 } catch (const std::exception& e) {
                     body = {{"ok", false}, {"error", e.what()}};
                 }
-                if (!answer_id.is_null()) body["id"] = answer_id;
+                if (!answer_id.is_null()) body["req"] = answer_id;
                 self->send(std::move(body));
             }).detach();
             return;

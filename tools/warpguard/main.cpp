@@ -7,13 +7,16 @@
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
-    CLI::App app{"WarpGuard: collision detection for robots with closed controllers (offline tool)"};
+    CLI::App app{"WarpGuard: collision detection for robots with closed controllers (offline tool and client of warpguardd)"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "warpguard 0.1.0");
     warpguard::cli::register_calibrate(app);
     warpguard::cli::register_evaluate(app);
     warpguard::cli::register_match(app);
     warpguard::cli::register_envelope(app);
+    warpguard::cli::register_export_envelope(app);
+    warpguard::cli::register_script(app);
+    warpguard::cli::register_ctl(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,241 @@
+#include "live_robot.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace warpguard::sim {
+
+using Clock = std::chrono::steady_clock;
+
+protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string& robot_id, SignalKind signal, SignalUnit unit,
+                                     std::size_t joints) {
+    protocol::Handshake h;
+    h.robot_id = robot_id;
+    h.vendor = vendor;
+    h.signal = signal;
+    h.unit = unit;
+    h.joints = joints;
+    switch (vendor) {
+        case protocol::Vendor::UR:
+            h.angles = protocol::AngleUnit::Rad;
+            h.period = 0.002;
+            h.timeout = 0.020;
+            h.framing = protocol::Framing::Ascii;
+            break;
+        case protocol::Vendor::ABB:
+            h.angles = protocol::AngleUnit::Deg;
+            h.period = 0.004;
+            h.timeout = 0.150;
+            h.framing = protocol::Framing::Binary;
+            break;
+        case protocol::Vendor::Denso:
+            h.angles = protocol::AngleUnit::Deg;
+            h.period = 0.008;
+            h.timeout = 0.150;
+            h.framing = protocol::Framing::Ascii;
+            break;
+    }
+    return h;
+}
+
+LiveRobot::LiveRobot(LiveOptions options) : options_(std::move(options)) {}
+
+LiveRobot::~LiveRobot() { disconnect(); }
+
+void LiveRobot::disconnect() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    line_.clear();
+}
+
+bool LiveRobot::connect_now() {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints, &found) != 0 || !found) return false;
+    int fd = ::socket(found->ai_family, SOCK_STREAM, 0);
+    bool ok = fd >= 0;
+    if (ok) {
+        const int flags = ::fcntl(fd, F_GETFL, 0);
+        ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+        int rc = ::connect(fd, found->ai_addr, found->ai_addrlen);
+        if (rc < 0 && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            rc = ::poll(&p, 1, static_cast<int>(options_.connect_timeout * 1000)) == 1 ? 0 : -1;
+            int error = 0;
+            socklen_t len = sizeof error;
+            if (rc == 0 && (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) < 0 || error != 0)) rc = -1;
+        }
+        ok = rc == 0;
+        if (ok) {
+            ::fcntl(fd, F_SETFL, flags);
+            const int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        } else {
+            ::close(fd);
+        }
+    }
+    ::freeaddrinfo(found);
+    if (!ok) {
+        ++failed_connects_;
+        return false;
+    }
+    fd_ = fd;
+    ++connections_;
+    const std::string hello = protocol::encode_handshake(options_.handshake);
+    if (::send(fd_, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+        disconnect();
+        return false;
+    }
+    return true;
+}
+
+std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed) {
+    malformed = false;
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+    const bool ascii = options_.handshake.vendor == protocol::Vendor::Denso;
+    char bytes[4];
+    std::size_t have = 0;
+    while (true) {
+        const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+        if (left <= 0) return std::nullopt;
+        pollfd p{fd_, POLLIN, 0};
+        const int rc = ::poll(&p, 1, static_cast<int>((left + 999) / 1000));
+        if (rc <= 0) {
+            if (rc < 0 && errno == EINTR) continue;
+            return std::nullopt;
+        }
+        if (ascii) {
+            char c;
+            const ssize_t n = ::recv(fd_, &c, 1, 0);
+            if (n <= 0) return std::nullopt;
+            if (c == '\n') {
+                const std::string text = line_;
+                line_.clear();
+                if (text == "0") return protocol::Reply::Continue;
+                malformed = text != "1";
+                return protocol::Reply::Stop;
+            }
+            if (line_.size() < 16) line_ += c;
+        } else {
+            const ssize_t n = ::recv(fd_, bytes + have, 4 - have, 0);
+            if (n <= 0) return std::nullopt;
+            have += static_cast<std::size_t>(n);
+            if (have == 4) {
+                const std::uint32_t v = (std::uint32_t(static_cast<unsigned char>(bytes[0])) << 24) |
+                                        (std::uint32_t(static_cast<unsigned char>(bytes[1])) << 16) |
+                                        (std::uint32_t(static_cast<unsigned char>(bytes[2])) << 8) | static_cast<unsigned char>(bytes[3]);
+                if (v == 0) return protocol::Reply::Continue;
+                malformed = v != 1;
+                return protocol::Reply::Stop;
+            }
+        }
+    }
+}
+
+void LiveRobot::hold(double t, const std::string& reason) {
+    if (held_) return;
+    held_ = true;
+    stops_.push_back({t, reason});
+}
+
+Reply LiveRobot::on_sample(const Sample& s) {
+    // Pace the simulation to the wall clock (the robot's controller runs in real time).
+    if (!started_) {
+        started_ = true;
+        wall0_ = Clock::now();
+        t0_ = s.t;
+    }
+    const auto due = wall0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>((s.t - t0_) / options_.speed));
+    std::this_thread::sleep_until(due);
+
+    const bool was_held = held_;
+    if (fd_ < 0) {
+        if (Clock::now() >= next_attempt_) {
+            next_attempt_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.reconnect_interval));
+            if (connect_now()) {
+                bool malformed = false;
+                const auto r = read_reply(options_.handshake.timeout, malformed);
+                if (!r) {
+                    self_stop_ = true;
+                    hold(s.t, "no reply to the handshake");
+                    disconnect();
+                } else if (*r == protocol::Reply::Stop) {
+                    hold(s.t, malformed ? "unknown reply to the handshake" : "STOP reply to the handshake");
+                }
+                // A CONTINUE to the handshake does not release a held robot (PROTOCOL.md §3).
+            }
+        }
+        if (fd_ < 0 && !held_) {
+            // No link (at start or lost): the robot must not move unwatched.
+            self_stop_ = true;
+            hold(s.t, "no connection to the PC");
+        }
+    }
+    if (fd_ >= 0) {
+        protocol::SampleFrame f;
+        f.seq = seq_;
+        f.cycle = s.cycle;
+        f.mode = (held_ ? 1u : 0u) | (self_stop_ ? 2u : 0u);
+        if (options_.record_request_to > 0 && s.cycle >= options_.record_request_from && s.cycle < options_.record_request_to) f.mode |= 4u;
+        f.t = s.t;
+        f.joints = s.tau.size();
+        // The ASCII encoder converts rad to the handshake's unit itself; the binary frame carries what RAPID
+        // reads from CJointT: degrees.
+        const bool binary_degrees = options_.handshake.framing == protocol::Framing::Binary && options_.handshake.angles == protocol::AngleUnit::Deg;
+        const double angle_scale = binary_degrees ? 180.0 / 3.14159265358979323846 : 1.0;
+        for (std::size_t j = 0; j < f.joints; ++j) {
+            f.signal[j] = s.tau[j];
+            f.angle[j] = s.q[j] * angle_scale;
+        }
+        const std::string bytes = options_.handshake.framing == protocol::Framing::Binary ? protocol::encode_sample_binary(f)
+                                                                                          : protocol::encode_sample_ascii(f, options_.handshake.angles);
+        seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;
+        const auto sent_at = Clock::now();
+        if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+            self_stop_ = true;
+            hold(s.t, "connection lost");
+            disconnect();
+        } else {
+            ++sent_;
+            bool malformed = false;
+            const auto r = read_reply(options_.handshake.timeout, malformed);
+            if (!r) {
+                ++timeouts_;
+                self_stop_ = true;
+                hold(s.t, fmt::format("no reply within {:.0f} ms", options_.handshake.timeout * 1e3));
+                disconnect();  // a late reply would be taken for the next sample's: start over
+            } else {
+                latencies_.push_back(std::chrono::duration<double>(Clock::now() - sent_at).count());
+                if (*r == protocol::Reply::Continue) {
+                    if (held_) {
+                        held_ = false;
+                        self_stop_ = false;
+                        resumes_.push_back(s.t);
+                    }
+                } else {
+                    hold(s.t, malformed ? "reply that is not part of the protocol" : "STOP reply");
+                }
+            }
+        }
+    }
+    held_after_.push_back(held_ ? 1 : 0);
+    if (held_ && !was_held) return Reply::Stop;
+    if (!held_ && was_held) return Reply::Resume;
+    return held_ ? Reply::Stop : Reply::Continue;
+}
+
+}  // namespace warpguard::sim
