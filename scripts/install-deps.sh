@@ -5,6 +5,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libeigen3-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev catch2 libmujoco-dev
   clang libclang-rt-14-dev
+  libboost-dev libsqlite3-dev python3
 )
 missing=()
 for p in "${packages[@]}"; do

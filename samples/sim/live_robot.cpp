@@ -105,6 +105,7 @@ bool LiveRobot::connect_now() {
 
 std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed) {
     malformed = false;
+    lost_ = false;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     const bool ascii = options_.handshake.vendor == protocol::Vendor::Denso;
     char bytes[4];
@@ -121,7 +122,10 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
         if (ascii) {
             char c;
             const ssize_t n = ::recv(fd_, &c, 1, 0);
-            if (n <= 0) return std::nullopt;
+            if (n <= 0) {
+                lost_ = true;
+                return std::nullopt;
+            }
             if (c == '\n') {
                 const std::string text = line_;
                 line_.clear();
@@ -132,7 +136,10 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
             if (line_.size() < 16) line_ += c;
         } else {
             const ssize_t n = ::recv(fd_, bytes + have, 4 - have, 0);
-            if (n <= 0) return std::nullopt;
+            if (n <= 0) {
+                lost_ = true;
+                return std::nullopt;
+            }
             have += static_cast<std::size_t>(n);
             if (have == 4) {
                 const std::uint32_t v = (std::uint32_t(static_cast<unsigned char>(bytes[0])) << 24) |
@@ -149,7 +156,8 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
 void LiveRobot::hold(double t, const std::string& reason) {
     if (held_) return;
     held_ = true;
-    stops_.push_back({t, reason});
+    const double wall = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    stops_.push_back({t, reason, wall});
 }
 
 Reply LiveRobot::on_sample(const Sample& s) {
@@ -214,9 +222,13 @@ Reply LiveRobot::on_sample(const Sample& s) {
             bool malformed = false;
             const auto r = read_reply(options_.handshake.timeout, malformed);
             if (!r) {
-                ++timeouts_;
                 self_stop_ = true;
-                hold(s.t, fmt::format("no reply within {:.0f} ms", options_.handshake.timeout * 1e3));
+                if (lost_) {
+                    hold(s.t, "connection lost");
+                } else {
+                    ++timeouts_;
+                    hold(s.t, fmt::format("no reply within {:.0f} ms", options_.handshake.timeout * 1e3));
+                }
                 disconnect();  // a late reply would be taken for the next sample's: start over
             } else {
                 latencies_.push_back(std::chrono::duration<double>(Clock::now() - sent_at).count());

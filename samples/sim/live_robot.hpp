@@ -34,6 +34,7 @@ protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string&
 struct LiveStop {
     double t = 0.0;        // robot clock, s
     std::string reason;    // "STOP reply", "no reply within 20 ms", "connection lost", ...
+    double wall = 0.0;     // Unix time, s (to compare with events outside the simulation)
 };
 
 class LiveRobot {
@@ -80,6 +81,7 @@ private:
     std::vector<double> resumes_;
     std::size_t sent_ = 0, timeouts_ = 0, connections_ = 0, failed_connects_ = 0;
     std::string line_;  // partial Denso reply line
+    bool lost_ = false;  // the last read_reply() saw the connection close
 };
 
 }  // namespace warpguard::sim

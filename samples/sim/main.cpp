@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
                                       {"peak_contact_force", cell.peak_contact_force()},
                                       {"evaluation", to_json(eval)}};
             nlohmann::json stops = nlohmann::json::array();
-            for (const auto& st : link.stops()) stops.push_back({{"t", st.t}, {"reason", st.reason}});
+            for (const auto& st : link.stops()) stops.push_back({{"t", st.t}, {"reason", st.reason}, {"wall", st.wall}});
             summary["stops"] = stops;
             summary["resumes"] = link.resumes();
             std::printf("\n%zu samples sent, %zu replies missed (timeouts), %zu connection(s); reply latency median %.3f ms, p99 %.3f ms\n",

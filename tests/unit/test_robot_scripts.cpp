@@ -1,0 +1,95 @@
+// The vendor background tasks filled in for a robot, and the controller-side envelope export.
+#include <catch2/catch.hpp>
+
+#include "robot_scripts.hpp"
+
+using namespace warpguard;
+using namespace warpguard::scripts;
+
+namespace {
+ScriptOptions options() {
+    ScriptOptions o;
+    o.host = "192.168.10.5";
+    o.port = 7710;
+    o.robot_id = "cell4-ur5e";
+    return o;
+}
+std::size_t count(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("every vendor script is filled in completely with the PC, port, robot and the vendor's protocol choices") {
+    for (const auto vendor : {ScriptVendor::URScript, ScriptVendor::Rapid, ScriptVendor::PacScript}) {
+        const auto files = render(vendor, options());
+        REQUIRE(!files.empty());
+        std::string all;
+        for (const auto& f : files) {
+            CHECK(f.text.find("@WG_") == std::string::npos);
+            all += f.text;
+        }
+        CHECK(all.find("192.168.10.5") != std::string::npos);
+        CHECK(all.find("cell4-ur5e") != std::string::npos);
+        CHECK(all.find("UNCONFIRMED") != std::string::npos);
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                CHECK(all.find("socket_open(\"192.168.10.5\", 7710, \"wg\")") != std::string::npos);
+                CHECK(all.find("WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ascii") != std::string::npos);
+                CHECK(all.find("socket_read_binary_integer(1, \"wg\", 0.02)") != std::string::npos);
+                break;
+            case ScriptVendor::Rapid:
+                REQUIRE(files.size() == 3);
+                CHECK(all.find("WG1;cell4-ur5e;abb;torque;Nm;6;deg;4;150;binary") != std::string::npos);
+                CHECK(all.find("CONST num WG_PORT:=7710;") != std::string::npos);
+                CHECK(count(all, "PERS num wg_cycle:=0;") == 2);  // declared in both tasks
+                break;
+            case ScriptVendor::PacScript:
+                CHECK(all.find("WG1;cell4-ur5e;denso;torque;Nm;6;deg;8;150;ascii") != std::string::npos);
+                CHECK(all.find("GetSrvData(5)") != std::string::npos);
+                break;
+        }
+    }
+}
+
+TEST_CASE("script options a robot cannot carry are refused naming the option and value") {
+    auto o = options();
+    o.host = "pc;rm";
+    CHECK_THROWS_WITH(render(ScriptVendor::URScript, o), Catch::Contains("--host 'pc;rm'"));
+    o = options();
+    o.timeout_ms = 500;
+    CHECK_THROWS_WITH(render(ScriptVendor::URScript, o), Catch::Contains("--timeout 500 ms"));
+    o = options();
+    o.joints = 7;
+    CHECK_THROWS_WITH(render(ScriptVendor::Rapid, o), Catch::Contains("--joints 7"));
+    CHECK_THROWS_WITH(parse_script_vendor("kuka"), Catch::Contains("'kuka'"));
+}
+
+TEST_CASE("the envelope export carries every limit of every joint into the controller's script") {
+    EnvelopeLimits l;
+    l.robot = "r";
+    l.source = "rec.csv";
+    l.period = 5;
+    for (int j = 0; j < 2; ++j) {
+        JointEnvelope e;
+        for (int k = 0; k < 5; ++k) {
+            e.upper.push_back(10.0 * j + k + 0.5);
+            e.lower.push_back(10.0 * j + k - 0.5);
+        }
+        e.tolerance = 0.25 + j;
+        e.max_step = 3.5 + j;
+        l.joints.push_back(e);
+    }
+    const auto ur = render_envelope(ScriptVendor::URScript, l);
+    CHECK(ur.text.find("global wg_upper_2 = [10.5,11.5,12.5,13.5,14.5]") != std::string::npos);
+    CHECK(ur.text.find("global wg_tolerance = [0.25,1.25]") != std::string::npos);
+    CHECK(ur.text.find("protective_stop()") != std::string::npos);
+    const auto rapid = render_envelope(ScriptVendor::Rapid, l);
+    CHECK(rapid.text.find("CONST num wg_upper{2,5}:=[[0.5,1.5,2.5,3.5,4.5],") != std::string::npos);
+    CHECK(rapid.text.find("CONST num wg_step{2}:=[3.5,4.5];") != std::string::npos);
+    const auto pac = render_envelope(ScriptVendor::PacScript, l);
+    CHECK(pac.text.find("wgUpper(9) = 14.5: wgLower(9) = 13.5") != std::string::npos);
+    l.joints[1].upper.pop_back();
+    CHECK_THROWS_WITH(render_envelope(ScriptVendor::Rapid, l), Catch::Contains("joint 2 has 4 values; the period is 5"));
+}
