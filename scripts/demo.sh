@@ -1,38 +1,80 @@
 #!/usr/bin/env bash
-# README demo command: installs dependencies, builds everything and runs WarpGuard's main job on the
-# built-in simulated cell (MuJoCo, a UR5e-like arm doing pick-and-place with a 1.5 kg part placed
-# at three changing places). Offline until the daemon exists (issue 5): record a reference and
-# nominal cycles, calibrate the published detector, evaluate a run with injected collisions, and
-# compare with the controller-side envelope method of thesis §3.1.
+# README demo command: installs dependencies, builds everything and runs WarpGuard's main job live on
+# the built-in simulated cell. warpguardd and a simulated UR5e-like robot (MuJoCo, pick-and-place of
+# a 1.5 kg part at three changing places) talk over loopback exactly as a real robot's URScript task
+# would. The script plays the integrator and the operator through the control API (`warpguard ctl`):
+# record the task, calibrate, a shadow phase, DETECT; the simulator then injects collisions (20-300 N
+# on random links) and a rigid box that comes down into the path for 2.5 s; every stop is resumed by
+# the "operator" three seconds later. At the end: collisions, detected, missed, false stops, delays and the
+# peak contact force with WarpGuard and in the same run without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh > /dev/null
-out=${WARPGUARD_DEMO_DIR:-build/demo}
-mkdir -p "$out"
+out=${WARPGUARD_DEMO_DIR:-$PWD/build/demo}
+rm -rf "$out"; mkdir -p "$out"
 sim=build/samples/sim/warpguard-sim
-wg=build/tools/warpguard
+daemon=build/server/warpguardd
 robot=samples/robots/ur5e-like.json
 task=samples/tasks/ur5e-like-pick-and-place.json
+speed=${WARPGUARD_DEMO_SPEED:-3}
+export WARPGUARD_TOKEN=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
-echo "== 1. The simulated cell records the robot's task (background task at ~250 Hz, irregular)"
-"$sim" record --robot "$robot" --task "$task" --cycles 7 --seed 101 --out "$out/reference.csv"
-"$sim" record --robot "$robot" --task "$task" --cycles 30 --seed 102 --out "$out/nominal.csv"
-"$sim" record --robot "$robot" --task "$task" --cycles 40 --seed 103 --contacts 30 --min-force 20 --max-force 300 \
-  --out "$out/collisions.csv"
+cat > "$out/warpguardd.json" <<JSON
+{ "robot_listen": "127.0.0.1:0", "control_listen": "127.0.0.1:0", "token": "$WARPGUARD_TOKEN",
+  "data_dir": "$out/data",
+  "robots": [ { "id": "cell1-ur5e", "address": "127.0.0.1", "vendor": "ur", "signal": "torque", "unit": "Nm", "joints": 6 } ] }
+JSON
+"$daemon" --config "$out/warpguardd.json" --ready-file "$out/ready.json" --log-level warn 2> "$out/daemon-console.log" &
+daemon_pid=$!
+sim_pid=""
+cleanup() { [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; kill "$daemon_pid" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 100); do [ -f "$out/ready.json" ] && break; sleep 0.05; done
+port() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$out/ready.json"; }
+robot_port=$(port robot_port); control_port=$(port control_port)
+ctl() { build/tools/warpguard ctl --port "$control_port" "$@"; }
+echo "== warpguardd is up: robots on 127.0.0.1:$robot_port, control API on 127.0.0.1:$control_port"
 
-echo; echo "== 2. Calibrate: reference = 3 complete cycles (one per place pose), thresholds from the nominal run (thesis §3.2.3)"
-"$wg" calibrate --reference "$out/reference.csv" --reference-cycles 3 --nominal "$out/nominal.csv" --out "$out/profile.json"
+echo "== The simulated robot's task connects (URScript behaviour: 4 ms samples, 20 ms reply timeout; ${speed}x real time)"
+"$sim" run --robot "$robot" --task "$task" --connect "127.0.0.1:$robot_port" --vendor ur --id cell1-ur5e \
+  --period 0.004 --cycles 22 --speed "$speed" --seed 21 --contacts 6 --contacts-from-cycle 15 --min-force 20 --max-force 300 \
+  --obstacle-in-cycle 21 --obstacle-hold 2.5 --without --out "$out/robot-run.csv" --report "$out/robot-report.json" > "$out/robot.log" 2>&1 &
+sim_pid=$!
+ctl wait cell1-ur5e --state idle --timeout 20
+ctl wait cell1-ur5e --cycle 1 --timeout 30
 
-echo; echo "== 3. Evaluate the published mDTW detector on the nominal run and on the run with collisions"
-"$wg" evaluate --profile "$out/profile.json" "$out/nominal.csv" "$out/collisions.csv" --out "$out/evaluation.json"
+echo; echo "== 1. Record the robot's own task: cycles 1-10"
+ctl record-start cell1-ur5e
+ctl wait cell1-ur5e --cycle 11 --timeout 120
+ctl record-stop cell1-ur5e
 
-echo; echo "== 4. The controller-side envelope method (thesis §3.1) on the same runs"
-"$wg" envelope "$out/reference.csv" --out "$out/envelope.json"
-"$wg" evaluate --envelope "$out/envelope.json" "$out/nominal.csv" "$out/collisions.csv" --out "$out/envelope-evaluation.json"
+echo; echo "== 2. Calibrate: 3 reference cycles (one per place pose), thresholds from the others (thesis §3.2.3)"
+ctl calibrate cell1-ur5e --reference-cycles 3 --activate
 
-echo; echo "== 5. One window of the run, as the detector matched it"
-"$wg" match --profile "$out/profile.json" --run "$out/collisions.csv" --index 3000 --joint 2
+echo; echo "== 3. Shadow: detect and log, never stop (cycles 11-13)"
+ctl mode cell1-ur5e shadow > /dev/null
+ctl wait cell1-ur5e --cycle 14 --timeout 120
+would=$(ctl events --robot cell1-ur5e --kind would_stop --limit 1000 | wc -l)
+echo "stops that would have happened in the shadow phase: $would"
+
+echo; echo "== 4. DETECT from cycle 14; collisions from cycle 15, a box comes down into the path in cycle 21"
+ctl mode cell1-ur5e detect > /dev/null
+# The operator: look at every stop, resume it three seconds later.
+while kill -0 "$sim_pid" 2>/dev/null; do
+  if ctl status cell1-ur5e | grep -q "STOPPED"; then
+    ctl status cell1-ur5e | sed -n 's/^ *STOPPED: /   stop: /p'
+    sleep 3
+    ctl resume cell1-ur5e --operator demo-operator > /dev/null 2>&1 || true
+  fi
+  sleep 0.2
+done
+wait "$sim_pid" || true
+sim_pid=""
+
+echo; echo "== 5. What happened (the robot's side)"
+sed -n '/samples sent/,$p' "$out/robot.log"
 echo
-echo "Every stop event and every collision: $out/evaluation.json and $out/envelope-evaluation.json."
+echo "Daemon events: build/tools/warpguard ctl --port <port> events   (stored in $out/data/warpguard.sqlite)"
+echo "Daemon log: $out/data/warpguardd.log   robot run with ground truth: $out/robot-run.csv"
 echo "The published thresholds (3 sigma, 1.2 x max) stop far too often on clean cycles; issue 8 replaces them."

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
     std::size_t contacts_from = 0, window = 30;
     std::string record_request;
     bool without = false;
+    std::size_t obstacle_cycle = 0;
+    double obstacle_hold = -1.0;
     auto* run = app.add_subcommand("run", "Play the robot live against warpguardd over the wire protocol (like the vendor script)");
     run->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
     run->add_option("--task", task_file, "Task program JSON (samples/tasks/)")->required()->check(CLI::ExistingFile);
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
     run->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
     run->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
     run->add_option("--obstacle-at", obstacle_at, "A rigid box comes down where the tool will be at this task time, s");
+    run->add_option("--obstacle-hold", obstacle_hold, "The box leaves this many seconds after it arrived (default: it stays)");
+    run->add_option("--obstacle-in-cycle", obstacle_cycle, "Put the box where the tool will be 1.5 s into this cycle (1-based)");
     run->add_option("--record-request", record_request, "Cycles A:B during which the program sets the record bit (mode bit 4)");
     run->add_option("--window", window, "Detection window in samples used to judge detections (the profile's m)")->capture_default_str();
     run->add_flag("--without", without, "Also simulate the same run without WarpGuard and compare peak contact forces");
@@ -104,10 +108,16 @@ int main(int argc, char** argv) {
                     const std::vector<double> later(starts.begin() + static_cast<std::ptrdiff_t>(contacts_from > 0 ? contacts_from - 1 : 0), starts.end());
                 cell.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
             }
+            if (obstacle_cycle > 0) {
+                const auto starts = cell.schedule(cycles);
+                if (obstacle_cycle > starts.size()) throw std::invalid_argument(fmt::format("--obstacle-in-cycle {} is beyond the last cycle", obstacle_cycle));
+                obstacle_at = starts[obstacle_cycle - 1] + 1.5;
+            }
             if (obstacle_at >= 0) {
                 sim::Obstacle obstacle;
                 obstacle.task_time = obstacle_at;
                 obstacle.start = std::max(0.0, obstacle_at - 0.6);
+                obstacle.hold = obstacle_hold;
                 cell.set_obstacle(obstacle);
             }
             sim::LiveRobot link(live);
@@ -169,6 +179,7 @@ int main(int argc, char** argv) {
                     sim::Obstacle obstacle;
                     obstacle.task_time = obstacle_at;
                     obstacle.start = std::max(0.0, obstacle_at - 0.6);
+                    obstacle.hold = obstacle_hold;
                     reference_cell.set_obstacle(obstacle);
                 }
                 reference_cell.record(cycles);

@@ -338,7 +338,8 @@ Recording RobotCell::record(std::size_t cycles) {
         // The obstacle comes down into the path.
         if (options_.obstacle) {
             const Obstacle& o = *options_.obstacle;
-            const double arrive = std::clamp((t - (o.start - o.approach)) / o.approach, 0.0, 1.0);
+            double arrive = std::clamp((t - (o.start - o.approach)) / o.approach, 0.0, 1.0);
+            if (o.hold >= 0 && t > o.start + o.hold) arrive = std::clamp(1.0 - (t - o.start - o.hold) / o.approach, 0.0, 1.0);
             const Eigen::Vector3d parked = obstacle_target + Eigen::Vector3d(0, 0, 0.5);
             sim.place_obstacle(t < o.start - o.approach ? Eigen::Vector3d(0, 0, -10) : parked + arrive * (obstacle_target - parked));
         }

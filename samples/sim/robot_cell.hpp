@@ -81,6 +81,7 @@ struct Obstacle {
     double task_time = 0.0;
     double approach = 0.3;
     Eigen::Vector3d offset = Eigen::Vector3d::Zero();  // added to the tool point, m
+    double hold = -1.0;  // s it stays after `start` before it leaves the way it came (< 0: it stays)
 };
 
 // What the robot's background task hears back for a sample (the wire protocol's reply, or an
