@@ -276,7 +276,7 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
                 applies = false;
             }
             if (d.stop() && applies && !in_stop_run_) {
-                const char* unit = to_string(config_.unit) == "percent" ? "%" : (config_.unit == SignalUnit::A ? "A" : "Nm");
+                const char* unit = config_.unit == SignalUnit::Percent ? "%" : (config_.unit == SignalUnit::A ? "A" : "Nm");
                 if (d.rule == Rule::Fault) {
                     std::snprintf(reason, sizeof reason, "sample seq %lld cannot be judged (wrong size or not a finite number)",
                                   static_cast<long long>(f.seq));
@@ -467,7 +467,7 @@ void RobotSession::flush() {
         if (p.evidence && k + 1 == count) e.evidence = evidence_json(evidence_out_);
         event(std::move(e));
     }
-    if (dropped > 0) spdlog::warn("robot {}: {} events dropped (more than {} within one sample)", config_.id, dropped, kPending);
+    if (dropped > 0) spdlog::warn("robot {}: {} events dropped (more than {} between two flushes)", config_.id, dropped, kPending);
     if (new_gaps > 0) {
         EventRecord e;
         e.robot = config_.id;

@@ -10,6 +10,8 @@
 #include "test_data.hpp"
 #include "warpguard/detector.hpp"
 #include "warpguard/envelope.hpp"
+#include "session.hpp"
+#include <cstdio>
 
 namespace {
 std::atomic<std::size_t> g_allocations{0};
@@ -68,4 +70,57 @@ TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {
     for (std::size_t i = 0; i < rec.size(); ++i) checker.update(rec.sample(i, tau, q));
     CHECK(g_allocations.load() - before == 0);
     CHECK(checker.armed());
+}
+
+TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not allocate", "[daemon][realtime]") {
+    const Recording& rec = test::nominal_recording();
+    const Profile& profile = test::planar_profile();
+    const std::string db = "warpguard-alloc-test.sqlite";
+    std::remove(db.c_str());
+    daemon::Store store(db);
+    daemon::RobotConfig config;
+    config.id = "planar";
+    config.joints = profile.joints;
+    config.unit = profile.unit;
+    config.signal = profile.signal;
+    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, "."}, nullptr);
+    session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
+    protocol::Handshake h;
+    h.robot_id = "planar";
+    h.joints = profile.joints;
+    h.unit = profile.unit;
+    h.signal = profile.signal;
+    REQUIRE(session.attach(7, h, "127.0.0.1:1").accepted);
+    protocol::SampleFrame f;
+    f.joints = rec.joints();
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    auto frame = [&](std::size_t i) {
+        const Sample s = rec.sample(i, tau, q);
+        f.seq = static_cast<std::int64_t>(i);
+        f.cycle = s.cycle;
+        f.t = s.t;
+        for (std::size_t j = 0; j < f.joints; ++j) {
+            f.signal[j] = s.tau[j];
+            f.angle[j] = s.q[j];
+        }
+        return f;
+    };
+    for (std::size_t i = 0; i < 50; ++i) session.on_sample(7, frame(i), daemon::Clock::now());  // warm-up
+    session.flush();
+    const std::size_t before = g_allocations.load();
+    std::size_t stops = 0;
+    for (std::size_t i = 50; i < 1500; ++i) stops += session.on_sample(7, frame(i), daemon::Clock::now()) == protocol::Reply::Stop;
+    const std::size_t shadow_allocations = g_allocations.load() - before;
+    CHECK(shadow_allocations == 0);
+    CHECK(stops == 0);  // SHADOW never stops
+    session.flush();    // stores the would-stop events (allocates; after the replies)
+    CHECK(store.events("planar", 0, 1000, "would_stop").size() > 0);
+    session.set_mode(daemon::Mode::Detect, "test");
+    const std::size_t before_detect = g_allocations.load();
+    for (std::size_t i = 1500; i < 2000; ++i) stops += session.on_sample(7, frame(i), daemon::Clock::now()) == protocol::Reply::Stop;
+    CHECK(g_allocations.load() - before_detect == 0);
+    CHECK(stops > 0);  // the published thresholds stop on these nominal samples (heavy tails): latched
+    session.flush();
+    CHECK(store.events("planar", 0, 10, "stop").size() == 1);
+    std::remove(db.c_str());
 }
