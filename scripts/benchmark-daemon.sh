@@ -65,5 +65,12 @@ $rows
 "client late": periods in which the load generator itself woke up more than one period late
 (it shares the two cores with the daemon). A UR robot waits 20 ms for a reply before it stops by
 itself; the daemon's own deadline is half of that (10 ms) and a later decision answers STOP.
+
+Why the tail: the per-sample cost is the streaming matcher's. Replaying the same nominal recording
+through the \`Detector\` alone (no daemon) gives a median of about 0.43 ms and a 99th percentile of
+about 5.7 ms per sample for this profile: about 1.5 % of the windows (in motion and at standstill
+alike) leave the pruned sweep almost the whole reference to visit. That is the open part of issue 4
+(its p99 target); the daemon adds little to it at 1 and 4 robots. At 16 robots x 500 Hz the two
+cores are saturated.
 MD
 cat docs/daemon-load.md
