@@ -99,27 +99,30 @@ int main(int argc, char** argv) {
                 live.record_request_to = static_cast<std::uint32_t>(std::stoul(record_request.substr(c + 1)));
             }
             options.sampling.period = live.handshake.period;
-            sim::RobotCell cell(robot, task, options);
-            if (contacts > 0) {
-                const auto starts = cell.schedule(cycles);
-                const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
-                if (contacts_from >= starts.size()) throw std::invalid_argument("--contacts-from-cycle is beyond the last cycle");
-                // random_contacts leaves the first cycle it is given free.
+            // The disturbances of the run, the same for the live cell and the run without WarpGuard.
+            auto disturb = [&](sim::RobotCell& c) {
+                const auto starts = c.schedule(cycles);
+                if (contacts > 0) {
+                    const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
+                    if (contacts_from >= starts.size()) throw std::invalid_argument("--contacts-from-cycle is beyond the last cycle");
+                    // random_contacts leaves the first cycle it is given free.
                     const std::vector<double> later(starts.begin() + static_cast<std::ptrdiff_t>(contacts_from > 0 ? contacts_from - 1 : 0), starts.end());
-                cell.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
-            }
-            if (obstacle_cycle > 0) {
-                const auto starts = cell.schedule(cycles);
-                if (obstacle_cycle > starts.size()) throw std::invalid_argument(fmt::format("--obstacle-in-cycle {} is beyond the last cycle", obstacle_cycle));
-                obstacle_at = starts[obstacle_cycle - 1] + 1.5;
-            }
-            if (obstacle_at >= 0) {
-                sim::Obstacle obstacle;
-                obstacle.task_time = obstacle_at;
-                obstacle.start = std::max(0.0, obstacle_at - 0.6);
-                obstacle.hold = obstacle_hold;
-                cell.set_obstacle(obstacle);
-            }
+                    c.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
+                }
+                if (obstacle_cycle > 0) {
+                    if (obstacle_cycle > starts.size()) throw std::invalid_argument(fmt::format("--obstacle-in-cycle {} is beyond the last cycle", obstacle_cycle));
+                    obstacle_at = starts[obstacle_cycle - 1] + 1.5;
+                }
+                if (obstacle_at >= 0) {
+                    sim::Obstacle obstacle;
+                    obstacle.task_time = obstacle_at;
+                    obstacle.start = std::max(0.0, obstacle_at - 0.6);
+                    obstacle.hold = obstacle_hold;
+                    c.set_obstacle(obstacle);
+                }
+            };
+            sim::RobotCell cell(robot, task, options);
+            disturb(cell);
             sim::LiveRobot link(live);
             cell.set_options_hook([&link](const Sample& s) { return link.on_sample(s); });
             std::printf("warpguard-sim: %s playing '%s' as a %s robot '%s' against %s (%.0f ms period, %.0f ms timeout, %.1fx real time)\n",
@@ -168,20 +171,7 @@ int main(int argc, char** argv) {
             if (without) {
                 sim::CellOptions plain = options;
                 sim::RobotCell reference_cell(robot, task, plain);
-                if (contacts > 0) {
-                    const auto starts = reference_cell.schedule(cycles);
-                    const double length = starts.size() > 1 ? starts[1] - starts[0] : 1.0;
-                    // random_contacts leaves the first cycle it is given free.
-                    const std::vector<double> later(starts.begin() + static_cast<std::ptrdiff_t>(contacts_from > 0 ? contacts_from - 1 : 0), starts.end());
-                    reference_cell.set_contacts(sim::random_contacts(contacts, later, length, robot.dof(), min_force, max_force, options.seed + 7));
-                }
-                if (obstacle_at >= 0) {
-                    sim::Obstacle obstacle;
-                    obstacle.task_time = obstacle_at;
-                    obstacle.start = std::max(0.0, obstacle_at - 0.6);
-                    obstacle.hold = obstacle_hold;
-                    reference_cell.set_obstacle(obstacle);
-                }
+                disturb(reference_cell);
                 reference_cell.record(cycles);
                 summary["peak_contact_force_without"] = reference_cell.peak_contact_force();
                 std::printf("peak contact force: %.1f N with WarpGuard, %.1f N in the same run without it\n", cell.peak_contact_force(),

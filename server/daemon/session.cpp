@@ -58,6 +58,22 @@ RobotSession::~RobotSession() {
     if (record_file_) std::fclose(record_file_);
 }
 
+// Evidence storage for the profile's joints and window, reserved off the per-sample path.
+void RobotSession::reserve_evidence_locked(const Profile& p) {
+    const std::size_t w = p.window, span = kEvidenceSpanFactor * w, n = p.joints;
+    for (Evidence* e : {&evidence_, &evidence_out_}) {
+        e->valid = false;
+        e->signal.assign(n * w, 0.0);
+        e->t.assign(w, 0.0);
+        e->reference.assign(n * span, 0.0);
+        e->span_start.assign(n, 0);
+        e->span_end.assign(n, 0);
+        e->span_len.assign(n, 0);
+        e->rule1.assign(n, 0.0);
+        e->rule2.assign(n, 0.0);
+    }
+}
+
 void RobotSession::restore(const RobotState& state, std::optional<Profile> profile) {
     std::unique_ptr<Detector> detector;
     if (profile) detector = std::make_unique<Detector>(*profile);
@@ -75,17 +91,7 @@ void RobotSession::restore(const RobotState& state, std::optional<Profile> profi
         const Profile& p = detector->profile();
         profile_summary_ = {{"id", profile_id_}, {"window", p.window}, {"method", to_string(p.method)},
                             {"reference_samples", p.reference.size()}};
-        const std::size_t w = p.window, span = kEvidenceSpanFactor * w, n = p.joints;
-        for (Evidence* e : {&evidence_, &evidence_out_}) {
-            e->signal.assign(n * w, 0.0);
-            e->t.assign(w, 0.0);
-            e->reference.assign(n * span, 0.0);
-            e->span_start.assign(n, 0);
-            e->span_end.assign(n, 0);
-            e->span_len.assign(n, 0);
-            e->rule1.assign(n, 0.0);
-            e->rule2.assign(n, 0.0);
-        }
+        reserve_evidence_locked(p);
         detector_ = std::move(detector);
     } else if (mode_ == Mode::Detect || mode_ == Mode::Shadow) {
         mode_ = Mode::Idle;
@@ -617,18 +623,7 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
     RobotState s;
     {
         auto lk = lock();
-        const std::size_t w = profile.window, span = kEvidenceSpanFactor * w, n = profile.joints;
-        for (Evidence* e : {&evidence_, &evidence_out_}) {
-            e->valid = false;
-            e->signal.assign(n * w, 0.0);
-            e->t.assign(w, 0.0);
-            e->reference.assign(n * span, 0.0);
-            e->span_start.assign(n, 0);
-            e->span_end.assign(n, 0);
-            e->span_len.assign(n, 0);
-            e->rule1.assign(n, 0.0);
-            e->rule2.assign(n, 0.0);
-        }
+        reserve_evidence_locked(profile);
         detector_ = std::move(detector);
         profile_id_ = profile_id;
         profile_summary_ = {{"id", profile_id}, {"window", profile.window}, {"method", to_string(profile.method)},

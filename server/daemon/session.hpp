@@ -130,6 +130,7 @@ private:
     void queue_locked(PendingKind kind, const protocol::SampleFrame* frame, const Decision* decision, const char* reason,
                       bool evidence);
     void capture_evidence_locked();
+    void reserve_evidence_locked(const Profile& profile);
     void persist_state_locked();
     std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
     nlohmann::json status_locked() const;
