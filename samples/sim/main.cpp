@@ -23,18 +23,22 @@ int main(int argc, char** argv) {
     double obstacle_at = -1.0, stop_at = -1.0;
     sim::CellOptions options;
     auto* record = app.add_subcommand("record", "Run task cycles and write the background task's samples as CSV");
-    record->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
-    record->add_option("--task", task_file, "Task program JSON (samples/tasks/)")->required()->check(CLI::ExistingFile);
-    record->add_option("--cycles", cycles, "Task cycles")->capture_default_str()->check(CLI::Range(1, 100000));
-    record->add_option("--seed", options.seed, "Random seed (noise, sampling, contacts)")->capture_default_str();
-    record->add_option("--override", options.speed_override, "Speed override (1 = 100 %)")->capture_default_str();
-    record->add_option("--drift", options.friction_drift, "Relative joint friction increase over the run")->capture_default_str();
+    // Options of the cell, the same for an offline recording and a live run.
+    auto add_cell_options = [&](CLI::App* cmd) {
+        cmd->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
+        cmd->add_option("--task", task_file, "Task program JSON (samples/tasks/)")->required()->check(CLI::ExistingFile);
+        cmd->add_option("--cycles", cycles, "Task cycles")->capture_default_str()->check(CLI::Range(1, 100000));
+        cmd->add_option("--seed", options.seed, "Random seed (noise, sampling, contacts)")->capture_default_str();
+        cmd->add_option("--override", options.speed_override, "Speed override (1 = 100 %)")->capture_default_str();
+        cmd->add_option("--drift", options.friction_drift, "Relative joint friction increase over the run")->capture_default_str();
+        cmd->add_option("--contacts", contacts, "Random external contacts (one per cycle, not in the first)")->capture_default_str();
+        cmd->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
+        cmd->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
+        cmd->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
+        cmd->add_option("--obstacle-at", obstacle_at, "Put a rigid box where the tool will be at this task time, s");
+    };
+    add_cell_options(record);
     record->add_option("--period", options.sampling.period, "Background task's nominal sample period, s")->capture_default_str();
-    record->add_option("--contacts", contacts, "Random external contacts (one per cycle, not in the first)")->capture_default_str();
-    record->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
-    record->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
-    record->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
-    record->add_option("--obstacle-at", obstacle_at, "Put a rigid box where the tool will be at this task time, s");
     record->add_option("--stop-at", stop_at, "Brake to a stop at this time, s (and stay stopped)");
     record->add_option("--out", out, "CSV file to write")->required();
 
@@ -47,24 +51,14 @@ int main(int argc, char** argv) {
     std::size_t obstacle_cycle = 0;
     double obstacle_hold = -1.0;
     auto* run = app.add_subcommand("run", "Play the robot live against warpguardd over the wire protocol (like the vendor script)");
-    run->add_option("--robot", robot_file, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
-    run->add_option("--task", task_file, "Task program JSON (samples/tasks/)")->required()->check(CLI::ExistingFile);
+    add_cell_options(run);
     run->add_option("--connect", connect, "warpguardd's robot port, HOST:PORT")->required();
     run->add_option("--vendor", vendor, "Script to behave like: ur, abb or denso")->capture_default_str()->check(CLI::IsMember({"ur", "abb", "denso"}));
     run->add_option("--id", robot_id, "Robot id in the handshake (as configured in warpguardd)")->required();
-    run->add_option("--cycles", cycles, "Task cycles")->capture_default_str()->check(CLI::Range(1, 100000));
     run->add_option("--speed", speed, "Simulated seconds per wall-clock second")->capture_default_str()->check(CLI::Range(0.05, 20.0));
     run->add_option("--period", run_period, "Background task's sample period, s (default: the vendor's, see PROTOCOL.md)");
     run->add_option("--timeout-ms", timeout_ms, "Robot-side reply timeout, ms (default: the vendor's)");
-    run->add_option("--seed", options.seed, "Random seed")->capture_default_str();
-    run->add_option("--override", options.speed_override, "Speed override (1 = 100 %)")->capture_default_str();
-    run->add_option("--drift", options.friction_drift, "Relative joint friction increase over the run")->capture_default_str();
-    run->add_option("--contacts", contacts, "Random external contacts (one per cycle)")->capture_default_str();
     run->add_option("--contacts-from-cycle", contacts_from, "First cycle (0-based) that may get a contact")->capture_default_str();
-    run->add_option("--min-force", min_force, "Smallest contact peak force, N")->capture_default_str();
-    run->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
-    run->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
-    run->add_option("--obstacle-at", obstacle_at, "A rigid box comes down where the tool will be at this task time, s");
     run->add_option("--obstacle-hold", obstacle_hold, "The box leaves this many seconds after it arrived (default: it stays)");
     run->add_option("--obstacle-in-cycle", obstacle_cycle, "Put the box where the tool will be 1.5 s into this cycle (1-based)");
     run->add_option("--record-request", record_request, "Cycles A:B during which the program sets the record bit (mode bit 4)");
@@ -73,15 +67,20 @@ int main(int argc, char** argv) {
     run->add_option("--out", out, "CSV file for the robot's samples with ground truth");
     run->add_option("--report", report, "JSON summary to write");
     CLI11_PARSE(app, argc, argv);
+    // The task program, with --payload replacing every grasped mass.
+    auto load_cell_task = [&](const RobotDescription& robot) {
+        sim::Task task = sim::load_task(task_file, robot.dof());
+        if (payload >= 0) {
+            for (auto& step : task.steps) {
+                if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = payload;
+            }
+        }
+        return task;
+    };
     if (*run) {
         try {
             const RobotDescription robot = load_robot_description(robot_file);
-            sim::Task task = sim::load_task(task_file, robot.dof());
-            if (payload >= 0) {
-                for (auto& step : task.steps) {
-                    if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = payload;
-                }
-            }
+            const sim::Task task = load_cell_task(robot);
             sim::LiveOptions live;
             const auto colon = connect.rfind(':');
             if (colon == std::string::npos) throw std::invalid_argument(fmt::format("--connect '{}' is not HOST:PORT", connect));
@@ -186,12 +185,7 @@ int main(int argc, char** argv) {
     }
     try {
         const RobotDescription robot = load_robot_description(robot_file);
-        sim::Task task = sim::load_task(task_file, robot.dof());
-        if (payload >= 0) {
-            for (auto& step : task.steps) {
-                if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = payload;
-            }
-        }
+        const sim::Task task = load_cell_task(robot);
         sim::RobotCell cell(robot, task, options);
         if (contacts > 0) {
             const auto starts = cell.schedule(cycles);

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "listen.hpp"
+
 #include "robot_scripts.hpp"
 #include "warpguard/calibration.hpp"
 #include "warpguard/recording_csv.hpp"
@@ -417,12 +419,7 @@ private:
 };
 
 ControlServer::ControlServer(asio::io_context& io, const Endpoint& listen, DaemonContext& context)
-    : io_(io), acceptor_(io), context_(context) {
-    const tcp::endpoint ep(asio::ip::make_address(listen.address), listen.port);
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
+    : io_(io), acceptor_(open_acceptor(io, listen)), context_(context) {
     accept();
 }
 

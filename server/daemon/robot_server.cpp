@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "listen.hpp"
+
 namespace warpguard::daemon {
 
 namespace asio = boost::asio;
@@ -222,12 +224,7 @@ private:
 }  // namespace
 
 RobotServer::RobotServer(asio::io_context& io, const Endpoint& listen, Registry& registry, Store& store, double idle_timeout_s)
-    : io_(io), acceptor_(io), registry_(registry), store_(store), idle_timeout_s_(idle_timeout_s) {
-    const tcp::endpoint ep(asio::ip::make_address(listen.address), listen.port);
-    acceptor_.open(ep.protocol());
-    acceptor_.set_option(tcp::acceptor::reuse_address(true));
-    acceptor_.bind(ep);
-    acceptor_.listen();
+    : io_(io), acceptor_(open_acceptor(io, listen)), registry_(registry), store_(store), idle_timeout_s_(idle_timeout_s) {
     accept();
 }
 

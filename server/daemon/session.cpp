@@ -114,11 +114,7 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
     }
     if (!mismatch.empty()) {
         a.reason = fmt::format("robot '{}' refused: {}", config_.id, mismatch);
-        EventRecord e;
-        e.robot = config_.id;
-        e.kind = "refused";
-        e.reason = a.reason;
-        event(std::move(e));
+        event("refused", a.reason);
         return a;
     }
     std::uint64_t previous = 0;
@@ -138,14 +134,10 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
         a.accepted = true;
         a.reply = latched_ ? protocol::Reply::Stop : protocol::Reply::Continue;
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "connect";
-    e.reason = fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
+    event("connect", fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
                            protocol::to_string(h.vendor), h.joints, to_string(h.signal), to_string(h.unit), h.period * 1e3,
                            h.timeout * 1e3, h.framing == protocol::Framing::Ascii ? "ascii" : "binary",
-                           previous ? "; it replaces the previous connection" : "");
-    event(std::move(e));
+                           previous ? "; it replaces the previous connection" : ""));
     return a;
 }
 
@@ -155,11 +147,7 @@ void RobotSession::detach(std::uint64_t link, const std::string& why) {
         if (link != link_) return;
         link_ = 0;
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "disconnect";
-    e.reason = why;
-    event(std::move(e));
+    event("disconnect", why);
 }
 
 void RobotSession::latch_locked(const char* reason) {
@@ -366,6 +354,14 @@ void RobotSession::persist_state_locked() {
     store_.save_state(s);
 }
 
+void RobotSession::event(const char* kind, std::string reason) {
+    EventRecord e;
+    e.robot = config_.id;
+    e.kind = kind;
+    e.reason = std::move(reason);
+    event(std::move(e));
+}
+
 void RobotSession::event(EventRecord record) {
     try {
         const std::int64_t id = store_.add_event(record);
@@ -458,11 +454,9 @@ void RobotSession::flush() {
         }
         EventRecord e;
         e.robot = config_.id;
-        e.kind = p.kind == PendingKind::Stop              ? "stop"
-                 : p.kind == PendingKind::WouldStop       ? "would_stop"
-                 : p.kind == PendingKind::HeldOnReconnect ? "stop"
-                 : p.kind == PendingKind::Deadline        ? "fault"
-                                                          : "fault";
+        e.kind = p.kind == PendingKind::Stop || p.kind == PendingKind::HeldOnReconnect ? "stop"
+                 : p.kind == PendingKind::WouldStop                                     ? "would_stop"
+                                                                                        : "fault";
         e.reason = p.reason.data();
         e.seq = p.seq;
         e.cycle = p.cycle;
@@ -475,11 +469,7 @@ void RobotSession::flush() {
     }
     if (dropped > 0) spdlog::warn("robot {}: {} events dropped (more than {} between two flushes)", config_.id, dropped, kPending);
     if (new_gaps > 0) {
-        EventRecord e;
-        e.robot = config_.id;
-        e.kind = "gap";
-        e.reason = fmt::format("{} samples missing according to the sequence numbers (total {})", new_gaps, gaps_reported_);
-        event(std::move(e));
+        event("gap", fmt::format("{} samples missing according to the sequence numbers (total {})", new_gaps, gaps_reported_));
     }
 }
 
@@ -535,11 +525,7 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
         in_stop_run_ = false;
         persist_state_locked();
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "mode";
-    e.reason = fmt::format("mode {} -> {} by {}", to_string(before), to_string(mode), by);
-    event(std::move(e));
+    event("mode", fmt::format("mode {} -> {} by {}", to_string(before), to_string(mode), by));
     nlohmann::json j = status();
     if (!committed.is_null()) j["committed_recording"] = committed;
     return j;
@@ -573,11 +559,7 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
         mode_ = Mode::Record;
         persist_state_locked();
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "recording";
-    e.reason = fmt::format("recording started by {} into {} (detection is off while recording)", by, path);
-    event(std::move(e));
+    event("recording", fmt::format("recording started by {} into {} (detection is off while recording)", by, path));
     return status();
 }
 
@@ -602,12 +584,8 @@ nlohmann::json RobotSession::stop_recording(const std::string& by) {
         auto lk = lock();
         r = stop_recording_locked(by);
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "recording";
-    e.reason = fmt::format("recording {} stopped by {}: {} samples, {} complete cycles", r["id"].get<std::int64_t>(), by,
-                           r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>());
-    event(std::move(e));
+    event("recording", fmt::format("recording {} stopped by {}: {} samples, {} complete cycles", r["id"].get<std::int64_t>(), by,
+                           r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>()));
     return r;
 }
 
@@ -631,12 +609,8 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
         in_stop_run_ = false;
         persist_state_locked();
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "profile";
-    e.reason = fmt::format("profile {} activated by {} (window {}, reference {} samples, {})", profile_id, by, profile.window,
-                           profile.reference.size(), to_string(profile.method));
-    event(std::move(e));
+    event("profile", fmt::format("profile {} activated by {} (window {}, reference {} samples, {})", profile_id, by, profile.window,
+                           profile.reference.size(), to_string(profile.method)));
     return status();
 }
 
@@ -654,11 +628,7 @@ nlohmann::json RobotSession::resume(const std::string& by) {
         grace_left_ = static_cast<std::size_t>(std::ceil(settings_.resume_grace_s / std::max(period, 1e-4)));
         persist_state_locked();
     }
-    EventRecord e;
-    e.robot = config_.id;
-    e.kind = "resume";
-    e.reason = fmt::format("resumed by {} (the stop was: {})", by, was);
-    event(std::move(e));
+    event("resume", fmt::format("resumed by {} (the stop was: {})", by, was));
     return status();
 }
 

@@ -136,6 +136,7 @@ private:
     nlohmann::json status_locked() const;
     nlohmann::json evidence_json(const Evidence& e) const;
     void event(EventRecord record);
+    void event(const char* kind, std::string reason);  // a plain event of this robot
     void write_record_locked(const protocol::SampleFrame& frame);
     nlohmann::json stop_recording_locked(const std::string& by);
 
