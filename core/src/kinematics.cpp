@@ -9,7 +9,8 @@
 
 namespace warpguard {
 
-DhModel::DhModel(std::vector<DhJoint> joints, Eigen::Isometry3d tool) : joints_(std::move(joints)), tool_(tool) {
+DhModel::DhModel(std::vector<DhJoint> joints, Eigen::Isometry3d tool, Eigen::Isometry3d base)
+    : joints_(std::move(joints)), tool_(tool), base_(base) {
     if (joints_.empty() || joints_.size() > kMaxDhJoints) {
         throw std::invalid_argument(fmt::format("a DH model needs 1 to {} joints, got {}", kMaxDhJoints, joints_.size()));
     }
@@ -35,7 +36,7 @@ void DhModel::forward(std::span<const double> q, std::span<Eigen::Isometry3d> fr
         throw std::invalid_argument(fmt::format("forward kinematics needs {} joint values and {} frames, got {} and {}",
                                                 dof(), dof() + 2, q.size(), frames.size()));
     }
-    frames[0] = Eigen::Isometry3d::Identity();
+    frames[0] = base_;
     for (std::size_t i = 0; i < dof(); ++i) frames[i + 1] = frames[i] * link_transform(i, q[i]);
     frames[dof() + 1] = frames[dof()] * tool_;
 }
@@ -46,6 +47,50 @@ Eigen::Isometry3d DhModel::tool_pose(std::span<const double> q) const {
     return frames[dof() + 1];
 }
 
+namespace {
+
+nlohmann::json isometry_json(const Eigen::Isometry3d& t) {
+    nlohmann::json rotation = nlohmann::json::array();
+    for (int r = 0; r < 3; ++r) rotation.push_back({t.linear()(r, 0), t.linear()(r, 1), t.linear()(r, 2)});
+    return {{"translation", {t.translation().x(), t.translation().y(), t.translation().z()}}, {"rotation", rotation}};
+}
+
+// {"translation": [x, y, z], "rotation": 3x3}, both optional; `name` is used in messages.
+Eigen::Isometry3d isometry_from_json(const nlohmann::json& t, const std::string& name) {
+    Eigen::Isometry3d out = Eigen::Isometry3d::Identity();
+    if (!t.is_object()) throw std::invalid_argument(fmt::format("{} must be an object, got {}", name, t.dump()));
+    if (t.contains("translation")) {
+        const auto& v = t.at("translation");
+        if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number()) {
+            throw std::invalid_argument(fmt::format("{}.translation must be [x, y, z] in m, got {}", name, v.dump()));
+        }
+        out.translation() = Eigen::Vector3d(v[0].get<double>(), v[1].get<double>(), v[2].get<double>());
+    }
+    if (t.contains("rotation")) {
+        const auto& r = t.at("rotation");
+        if (!r.is_array() || r.size() != 3) throw std::invalid_argument(fmt::format("{}.rotation must be a 3x3 matrix (3 rows)", name));
+        Eigen::Matrix3d rot;
+        for (int a = 0; a < 3; ++a) {
+            if (!r[a].is_array() || r[a].size() != 3) {
+                throw std::invalid_argument(fmt::format("{}.rotation row {} must have 3 numbers, got {}", name, a, r[a].dump()));
+            }
+            for (int b = 0; b < 3; ++b) {
+                if (!r[a][b].is_number()) {
+                    throw std::invalid_argument(fmt::format("{}.rotation[{}][{}] must be a number, got {}", name, a, b, r[a][b].dump()));
+                }
+                rot(a, b) = r[a][b].get<double>();
+            }
+        }
+        if ((rot.transpose() * rot - Eigen::Matrix3d::Identity()).norm() > 1e-6 || rot.determinant() < 0) {
+            throw std::invalid_argument(fmt::format("{}.rotation is not a rotation matrix (R^T R != I or det < 0)", name));
+        }
+        out.linear() = rot;
+    }
+    return out;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const DhModel& model) {
     nlohmann::json joints = nlohmann::json::array();
     for (const auto& p : model.joints()) {
@@ -55,12 +100,9 @@ nlohmann::json to_json(const DhModel& model) {
                           {"d", p.d},
                           {"theta", p.theta}});
     }
-    const auto& t = model.tool();
-    nlohmann::json rotation = nlohmann::json::array();
-    for (int r = 0; r < 3; ++r) rotation.push_back({t.linear()(r, 0), t.linear()(r, 1), t.linear()(r, 2)});
-    return {{"joints", joints},
-            {"tool", {{"translation", {t.translation().x(), t.translation().y(), t.translation().z()}},
-                      {"rotation", rotation}}}};
+    nlohmann::json out = {{"joints", joints}, {"tool", isometry_json(model.tool())}};
+    if (model.base().matrix() != Eigen::Matrix4d::Identity()) out["base"] = isometry_json(model.base());
+    return out;
 }
 
 namespace {
@@ -99,32 +141,10 @@ DhModel dh_model_from_json(const nlohmann::json& j) {
         joints.push_back(p);
     }
     Eigen::Isometry3d tool = Eigen::Isometry3d::Identity();
-    if (j.contains("tool") && !j.at("tool").is_null()) {
-        const auto& t = j.at("tool");
-        if (t.contains("translation")) {
-            const auto& v = t.at("translation");
-            if (!v.is_array() || v.size() != 3) {
-                throw std::invalid_argument(fmt::format("tool.translation must be [x, y, z] in m, got {}", v.dump()));
-            }
-            tool.translation() = Eigen::Vector3d(v[0].get<double>(), v[1].get<double>(), v[2].get<double>());
-        }
-        if (t.contains("rotation")) {
-            const auto& r = t.at("rotation");
-            if (!r.is_array() || r.size() != 3) throw std::invalid_argument("tool.rotation must be a 3x3 matrix (3 rows)");
-            Eigen::Matrix3d rot;
-            for (int a = 0; a < 3; ++a) {
-                if (!r[a].is_array() || r[a].size() != 3) {
-                    throw std::invalid_argument(fmt::format("tool.rotation row {} must have 3 numbers, got {}", a, r[a].dump()));
-                }
-                for (int b = 0; b < 3; ++b) rot(a, b) = r[a][b].get<double>();
-            }
-            if ((rot.transpose() * rot - Eigen::Matrix3d::Identity()).norm() > 1e-6 || rot.determinant() < 0) {
-                throw std::invalid_argument("tool.rotation is not a rotation matrix (R^T R != I or det < 0)");
-            }
-            tool.linear() = rot;
-        }
-    }
-    return DhModel(std::move(joints), tool);
+    if (j.contains("tool") && !j.at("tool").is_null()) tool = isometry_from_json(j.at("tool"), "tool");
+    Eigen::Isometry3d base = Eigen::Isometry3d::Identity();
+    if (j.contains("base") && !j.at("base").is_null()) base = isometry_from_json(j.at("base"), "base");
+    return DhModel(std::move(joints), tool, base);
 }
 
 DhModel load_dh_model(const std::string& path) {

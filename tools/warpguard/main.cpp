@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
     warpguard::cli::register_export_envelope(app);
     warpguard::cli::register_script(app);
     warpguard::cli::register_ctl(app);
+    warpguard::cli::register_identify(app);
+    warpguard::cli::register_fk(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
