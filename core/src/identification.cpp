@@ -21,6 +21,10 @@ using Eigen::Matrix3d;
 using Eigen::Vector3d;
 
 constexpr double kRadToDeg = 180.0 / M_PI;
+// A joint that holds still may read slightly differently from point to point (servo error, encoder
+// resolution). The joint-by-joint fits take its first value; the whole-chain adjustment uses every
+// reading as reported, so such small differences cost no accuracy.
+constexpr double kHeldTolerance = 1e-3;  // rad (m for prismatic joints)
 
 // ---------------------------------------------------------------------------------------------
 // CSV with a fixed header of numeric columns.
@@ -414,9 +418,9 @@ std::vector<TrackedPointSample> read_tracked_points_csv(const std::string& path)
     for (std::size_t r = 0; r < t.rows.size(); ++r) {
         const auto& row = t.rows[r];
         const double joint = row[0];
-        if (joint != std::floor(joint) || joint < 1 || joint > static_cast<double>(joints)) {
-            throw std::runtime_error(fmt::format("{} line {}: joint = {} is not a joint number 1..{}", path, t.lines[r],
-                                                 joint, joints));
+        if (joint != std::floor(joint) || joint < 0 || joint > static_cast<double>(joints)) {
+            throw std::runtime_error(fmt::format("{} line {}: joint = {} is not a joint number 1..{} (or 0 for a check point)",
+                                                 path, t.lines[r], joint, joints));
         }
         TrackedPointSample s;
         s.joint = static_cast<std::size_t>(joint);
@@ -454,7 +458,11 @@ DhIdentification identify_dh(const std::vector<TrackedPointSample>& samples, con
         if (x.q.size() != n) {
             throw std::invalid_argument(fmt::format("sample {} has {} joint values; the first has {}", s + 1, x.q.size(), n));
         }
-        if (x.joint < 1 || x.joint > n) throw std::invalid_argument(fmt::format("sample {}: joint {} is not 1..{}", s + 1, x.joint, n));
+        if (x.joint < 1 || x.joint > n) {
+            throw std::invalid_argument(fmt::format("{}: joint {} is not the moving joint 1..{} (0 marks a check point, not "
+                                                    "a procedure point)", x.line ? fmt::format("line {}", x.line) : fmt::format("sample {}", s + 1),
+                                                    x.joint, n));
+        }
         auto& g = groups[x.joint - 1];
         g.p.push_back(x.p);
         g.q.push_back(x.q[x.joint - 1]);
@@ -473,7 +481,7 @@ DhIdentification identify_dh(const std::vector<TrackedPointSample>& samples, con
         for (std::size_t row : groups[k].rows) {
             for (std::size_t o = 0; o < n; ++o) {
                 if (o == k) continue;
-                if (std::abs(samples[row].q[o] - first[o]) > 1e-6) {
+                if (std::abs(samples[row].q[o] - first[o]) > kHeldTolerance) {
                     throw std::invalid_argument(fmt::format("{}: joint {} is at {:.6g} while joint {} moves, but was at {:.6g} "
                                                             "at its first point; only the moving joint may change",
                                                             where(row), o + 1, samples[row].q[o], k + 1, first[o]));
@@ -490,7 +498,7 @@ DhIdentification identify_dh(const std::vector<TrackedPointSample>& samples, con
         id.home[j] = from == j ? groups[j].q[0] : samples[groups[from].rows[0]].q[j];
         for (std::size_t k = j + 1; k < n; ++k) {
             const double v = samples[groups[k].rows[0]].q[j];
-            if (std::abs(v - id.home[j]) > 1e-6) {
+            if (std::abs(v - id.home[j]) > kHeldTolerance) {
                 throw std::invalid_argument(fmt::format(
                     "joint {} is at {:.6g} while joint {} moves but at {:.6g} while joint {} moves; the joints before a "
                     "moving joint must be at the same home position in every group", j + 1, v, k + 1, id.home[j], from + 1));
@@ -687,6 +695,23 @@ DhIdentification identify_dh(const std::vector<TrackedPointSample>& samples, con
     }
     id.fk_rms = std::sqrt(sum / static_cast<double>(samples.size()));
     return id;
+}
+
+ModelCheck check_model(const DhModel& model, const std::vector<TrackedPointSample>& points) {
+    ModelCheck c;
+    double sum = 0;
+    for (std::size_t k = 0; k < points.size(); ++k) {
+        if (points[k].q.size() != model.dof()) {
+            throw std::invalid_argument(fmt::format("check point {} has {} joint values; the model has {} joints", k + 1,
+                                                    points[k].q.size(), model.dof()));
+        }
+        const double e = (model.tool_pose(points[k].q).translation() - points[k].p).norm();
+        sum += e * e;
+        if (e > c.max) c.max = e, c.worst = k;
+    }
+    c.points = points.size();
+    c.rms = points.empty() ? 0.0 : std::sqrt(sum / static_cast<double>(points.size()));
+    return c;
 }
 
 nlohmann::json to_json(const DhIdentification& id) {

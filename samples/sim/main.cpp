@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "identification_procedure.hpp"
 #include "live_robot.hpp"
 #include "robot_cell.hpp"
 #include "warpguard/evaluation.hpp"
@@ -66,7 +67,66 @@ int main(int argc, char** argv) {
     run->add_flag("--without", without, "Also simulate the same run without WarpGuard and compare peak contact forces");
     run->add_option("--out", out, "CSV file for the robot's samples with ground truth");
     run->add_option("--report", report, "JSON summary to write");
+    // identify: the kinematic identification procedure (thesis 4.2) on the simulated controller.
+    sim::IdentificationProcedure procedure;
+    std::string ident_robot, home_text, tracked_text, check_out;
+    double noise_mm = 0.0;
+    std::size_t check_count = 1000;
+    auto* ident = app.add_subcommand("identify", "Move one joint at a time and write the tracked point as the controller reports it (POINTS.csv)");
+    ident->add_option("--robot", ident_robot, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
+    ident->add_option("--out", out, "POINTS.csv to write (joint,q1..qN,x,y,z)")->required();
+    ident->add_option("--points-per-joint", procedure.points_per_joint, "Angles per joint over its range")->capture_default_str()->check(CLI::Range(3, 10000));
+    ident->add_option("--home", home_text, "Home configuration q1,...,qN in rad (default: 0, or near the limit closest to 0)");
+    ident->add_option("--tracked-point", tracked_text, "Tracked point x,y,z in the tool frame, m (not on the last axis)")->capture_default_str();
+    ident->add_option("--noise-mm", noise_mm, "Gaussian noise per coordinate of the reported point, mm")->capture_default_str();
+    ident->add_option("--seed", procedure.seed, "Random seed of the noise")->capture_default_str();
+    ident->add_option("--check-out", check_out, "Also write random configurations and their tracked point (joint 0) here");
+    ident->add_option("--check-count", check_count, "Configurations in --check-out")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    const auto parse_numbers = [](const std::string& text, const char* option) {
+        std::vector<double> v;
+        std::size_t start = 0;
+        while (start <= text.size()) {
+            const auto comma = text.find(',', start);
+            const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            std::size_t used = 0;
+            double x = 0;
+            try {
+                x = std::stod(item, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != item.size()) throw std::invalid_argument(fmt::format("{} '{}': '{}' is not a number", option, text, item));
+            v.push_back(x);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+        return v;
+    };
+    if (*ident) {
+        try {
+            const RobotDescription robot = load_robot_description(ident_robot);
+            if (!home_text.empty()) procedure.home = parse_numbers(home_text, "--home");
+            if (!tracked_text.empty()) {
+                const auto v = parse_numbers(tracked_text, "--tracked-point");
+                if (v.size() != 3) throw std::invalid_argument(fmt::format("--tracked-point '{}' needs x,y,z", tracked_text));
+                procedure.tracked_point = Eigen::Vector3d(v[0], v[1], v[2]);
+            }
+            procedure.noise = noise_mm * 1e-3;
+            const auto points = sim::run_identification_procedure(robot, procedure);
+            write_tracked_points_csv(out, points);
+            std::printf("%s: %zu points (%zu per joint) of %s's tracked point, noise %.3f mm\n", out.c_str(), points.size(),
+                        procedure.points_per_joint, robot.name.c_str(), noise_mm);
+            if (!check_out.empty()) {
+                write_tracked_points_csv(check_out, sim::random_check_points(robot, procedure.tracked_point, check_count, procedure.seed + 1000));
+                std::printf("%s: %zu random configurations with the tracked point (no noise)\n", check_out.c_str(), check_count);
+            }
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "warpguard-sim: error: %s\n", e.what());
+            return 1;
+        }
+        return 0;
+    }
     // The task program, with --payload replacing every grasped mass.
     auto load_cell_task = [&](const RobotDescription& robot) {
         sim::Task task = sim::load_task(task_file, robot.dof());

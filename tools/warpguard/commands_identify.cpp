@@ -240,6 +240,27 @@ void register_identify(CLI::App& app) {
         c->callback([args] { run_identify_camera(*args); });
     }
     {
+        struct CheckArgs {
+            std::string model, tool, points;
+            double max_mm = -1;
+        };
+        auto args = std::make_shared<CheckArgs>();
+        auto* c = identify->add_subcommand("check", "How well a model reproduces measured tracked points (exit 1 above --max-mm)");
+        c->add_option("--model", args->model, "Model JSON")->required()->check(CLI::ExistingFile);
+        c->add_option("--points", args->points, "CSV: joint,q1..qN,x,y,z (the joint column is ignored)")->required()->check(CLI::ExistingFile);
+        c->add_option("--max-mm", args->max_mm, "Fail (exit 1) if any point is further than this, mm");
+        c->callback([args] {
+            const DhModel model = load_dh_model(args->model);
+            const auto points = read_tracked_points_csv(args->points);
+            const ModelCheck check = check_model(model, points);
+            std::printf("model %s against %zu points: rms %.6f mm, max %.6f mm (line %zu)\n", args->model.c_str(), check.points,
+                        check.rms * 1e3, check.max * 1e3, points[check.worst].line);
+            if (args->max_mm >= 0 && check.max * 1e3 > args->max_mm) {
+                throw std::runtime_error(fmt::format("the model misses a point by {:.6f} mm; allowed {:.6f} mm", check.max * 1e3, args->max_mm));
+            }
+        });
+    }
+    {
         auto alpha = std::make_shared<double>(0), beta = std::make_shared<double>(0);
         auto* c = identify->add_subcommand("tool-angles", "True tool angles from the apparent angles in two orthogonal views");
         c->add_option("--alpha", *alpha, "Apparent angle in the yz view, deg")->required();

@@ -85,9 +85,18 @@ struct DhIdentification {
 
 // Throws std::invalid_argument with the joint and what is wrong (too few points, a joint that did
 // not move, other joints moving at the same time, collinear points for a revolute joint, ...).
+// Check points (joint 0) are refused: they belong to check_model().
 DhIdentification identify_dh(const std::vector<TrackedPointSample>& samples, const DhIdentifyOptions& options = {});
 
 nlohmann::json to_json(const DhIdentification& id);
+
+// How well a model's tool point reproduces measured points (any rows; the joint column is ignored).
+struct ModelCheck {
+    std::size_t points = 0;
+    double rms = 0.0, max = 0.0;  // m
+    std::size_t worst = 0;        // index of the worst point
+};
+ModelCheck check_model(const DhModel& model, const std::vector<TrackedPointSample>& points);
 
 // ---------------------------------------------------------------------------------------------
 // Tool centre point
