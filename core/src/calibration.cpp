@@ -74,6 +74,149 @@ struct Moments {
     }
 };
 
+struct PhaseObservation {
+    std::uint32_t partner;
+    float deviation;
+};
+constexpr std::uint32_t kNoCycle = std::numeric_limits<std::uint32_t>::max();
+
+// Per reference sample: the largest |deviation| of the selected cycles within +- w samples.
+std::vector<double> pooled_maximum(const std::vector<PhaseObservation>& obs, const std::vector<std::uint32_t>& cycle_of,
+                                   std::size_t n, std::size_t w, int parity, double floor) {
+    std::vector<double> local(n, -1.0);  // -1: never matched
+    for (std::size_t s = 0; s < obs.size(); ++s) {
+        if (cycle_of[s] == kNoCycle || (parity >= 0 && static_cast<int>(cycle_of[s] % 2) != parity)) continue;
+        local[obs[s].partner] = std::max(local[obs[s].partner], static_cast<double>(std::abs(obs[s].deviation)));
+    }
+    // Sliding maximum over +- w (monotone deque).
+    std::vector<double> out(n, 0.0);
+    std::vector<std::size_t> dq;
+    std::size_t head = 0;
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t hi = std::min(n - 1, k + w);
+        for (; next <= hi; ++next) {
+            while (dq.size() > head && local[dq.back()] <= local[next]) dq.pop_back();
+            dq.push_back(next);
+        }
+        while (dq[head] + w < k) ++head;
+        out[k] = local[dq[head]];
+    }
+    // Phases with no matched sample within +- w get the median of the others.
+    std::vector<double> seen;
+    for (double v : out) {
+        if (v >= 0) seen.push_back(v);
+    }
+    if (seen.empty()) throw std::invalid_argument("no calibration sample was matched to the reference");
+    std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2), seen.end());
+    const double fill = std::max(seen[seen.size() / 2], 1e-12);
+    for (double& v : out) v = std::max(v >= 0 ? v : fill, floor);
+    return out;
+}
+
+// Moments fit of a Gumbel distribution to per-cycle maxima; `quantile` is exceeded once in
+// `cycles_per_exceedance` cycles.
+struct Extreme {
+    double mean = 0, sd = 0, mu = 0, beta = 0, quantile = 0, largest = 0;
+};
+Extreme fit_gumbel(const std::vector<double>& maxima, double cycles_per_exceedance) {
+    Extreme e;
+    const double count = static_cast<double>(maxima.size());
+    for (double v : maxima) e.mean += v;
+    e.mean /= count;
+    double sq = 0;
+    for (double v : maxima) sq += (v - e.mean) * (v - e.mean);
+    e.sd = std::sqrt(sq / (count - 1));
+    e.beta = e.sd * std::sqrt(6.0) / M_PI;
+    e.mu = e.mean - 0.5772156649 * e.beta;
+    e.quantile = e.mu - e.beta * std::log(-std::log(1.0 - 1.0 / cycles_per_exceedance));
+    e.largest = *std::max_element(maxima.begin(), maxima.end());
+    return e;
+}
+
+PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const CalibrationOptions& options,
+                                         const std::vector<std::vector<PhaseObservation>>& observed,
+                                         const std::vector<std::uint32_t>& cycle_of, std::uint32_t cycles,
+                                         const std::vector<double>& floors) {
+    if (cycles < 10) {
+        throw std::invalid_argument(fmt::format("the phase-aware detector needs >= 10 complete nominal cycles to calibrate "
+                                                "its margin, got {}; record more cycles", cycles));
+    }
+    const std::size_t n = profile.reference.size();
+    const std::size_t joints = profile.joints;
+    PhaseAwareSettings s;
+    s.neighbourhood = options.neighbourhood ? options.neighbourhood : profile.window;
+    s.persistence = options.persistence;
+
+    // Split halves: even cycles judge odd ones and back. Per cycle, over all joints: the largest
+    // ratio held for `persistence` samples in a row, and the largest CUSUM of the ratio.
+    s.cusum_reference = options.cusum_reference;
+    std::vector<double> cycle_max(cycles, 0.0), cycle_cusum(cycles, 0.0);
+    for (int parity = 0; parity < 2; ++parity) {
+        for (std::size_t j = 0; j < joints; ++j) {
+            const auto th = pooled_maximum(observed[j], cycle_of, n, s.neighbourhood, parity, floors[j]);
+            std::vector<double> recent(s.persistence, 0.0);
+            std::size_t filled = 0;
+            double cusum = 0;
+            std::uint32_t current = kNoCycle;
+            for (std::size_t k = 0; k < observed[j].size(); ++k) {
+                const std::uint32_t c = cycle_of[k];
+                if (c == kNoCycle || static_cast<int>(c % 2) == parity) {
+                    filled = 0;
+                    cusum = 0;
+                    continue;
+                }
+                if (c != current) filled = 0, cusum = 0, current = c;
+                const double r = std::abs(observed[j][k].deviation) / th[observed[j][k].partner];
+                recent[filled % s.persistence] = r;
+                ++filled;
+                if (filled >= s.persistence) {
+                    cycle_max[c] = std::max(cycle_max[c], *std::min_element(recent.begin(), recent.end()));
+                }
+                cusum = std::max(0.0, cusum + r - s.cusum_reference);
+                cycle_cusum[c] = std::max(cycle_cusum[c], cusum);
+            }
+        }
+    }
+    // Each rule gets half of the false-stop budget.
+    const Extreme ratio_fit = fit_gumbel(cycle_max, 2 * options.target_cycles_per_false_stop);
+    const Extreme cusum_fit = fit_gumbel(cycle_cusum, 2 * options.target_cycles_per_false_stop);
+    s.margin = std::max({ratio_fit.quantile, ratio_fit.largest, 1.0});
+    s.cusum_limit = options.cusum_reference > 0 ? std::max({cusum_fit.quantile, cusum_fit.largest, 1e-9}) : 0.0;
+    const double mean = ratio_fit.mean, sd = ratio_fit.sd, largest = ratio_fit.largest, mu = ratio_fit.mu,
+                 beta = ratio_fit.beta, quantile = ratio_fit.quantile;
+
+    s.rule1.resize(joints);
+    std::size_t updates = 0;
+    for (std::size_t j = 0; j < joints; ++j) {
+        s.rule1[j] = pooled_maximum(observed[j], cycle_of, n, s.neighbourhood, -1, floors[j]);
+        for (double& v : s.rule1[j]) v *= s.margin;
+    }
+    for (auto c : cycle_of) updates += c != kNoCycle;
+    // Drift: how often a reference sample is updated per cycle (each matched sample updates
+    // 2 w + 1 of them), so that the estimate follows with the chosen time constant in cycles.
+    const double per_cycle = static_cast<double>(updates) / cycles * static_cast<double>(2 * s.neighbourhood + 1) / static_cast<double>(n);
+    s.drift_rate = options.drift_cycles > 0 ? std::min(0.5, 1.0 / (options.drift_cycles * std::max(per_cycle, 1.0))) : 0.0;
+    s.derivation = {{"method", "per reference sample: largest nominal |deviation| within +- neighbourhood, times margin"},
+                    {"cycles", cycles},
+                    {"split", "even cycles judge odd cycles and back"},
+                    {"cycle_max_mean", mean},
+                    {"cycle_max_sd", sd},
+                    {"cycle_max_largest", largest},
+                    {"gumbel_mu", mu},
+                    {"gumbel_beta", beta},
+                    {"target_cycles_per_false_stop", options.target_cycles_per_false_stop},
+                    {"gumbel_quantile", quantile},
+                    {"cusum_reference", s.cusum_reference},
+                    {"cusum_cycle_max_mean", cusum_fit.mean},
+                    {"cusum_cycle_max_sd", cusum_fit.sd},
+                    {"cusum_cycle_max_largest", cusum_fit.largest},
+                    {"cusum_gumbel_quantile", cusum_fit.quantile},
+                    {"drift_cycles", options.drift_cycles},
+                    {"drift_updates_per_cycle", per_cycle}};
+    return s;
+}
+
 }  // namespace
 
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
@@ -108,8 +251,18 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         th.rule1.value = std::numeric_limits<double>::infinity();
         th.rule2.value = std::numeric_limits<double>::infinity();
     }
+    if (options.detector == DetectorKind::PhaseAware && options.persistence < 1) {
+        throw std::invalid_argument("persistence must be >= 1 sample");
+    }
+    if (!(options.target_cycles_per_false_stop > 1)) {
+        throw std::invalid_argument(fmt::format("target cycles per false stop must be > 1, got {}", options.target_cycles_per_false_stop));
+    }
     Detector detector(profile);
     std::vector<Moments> rule1(profile.joints), rule2(profile.joints);
+    // Phase-aware: every sample's matched reference sample and deviation, and its cycle.
+    std::vector<std::vector<PhaseObservation>> observed(profile.joints);
+    std::vector<std::uint32_t> cycle_of;  // per sample: calibration cycle index, or kNoCycle
+    std::uint32_t cycles_seen = 0;
     std::vector<double> tau(profile.joints), q(profile.joints);
     nlohmann::json files = nlohmann::json::array();
     std::size_t windows = 0;
@@ -117,6 +270,12 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         const Recording& rec = *nom.recording;
         if (rec.size() == 0) throw std::invalid_argument(fmt::format("{}: has no samples", nom.name));
         detector.reset();
+        // Cycle of each sample (complete cycles only; the window's first m samples belong to none).
+        std::vector<std::uint32_t> cycle_here(rec.size(), kNoCycle);
+        for (const auto& c : rec.complete_cycles()) {
+            for (std::size_t i = std::max(c.begin, options.window); i < c.end; ++i) cycle_here[i] = cycles_seen;
+            ++cycles_seen;
+        }
         for (std::size_t i = 0; i < rec.size(); ++i) {
             const Decision d = detector.update(rec.sample(i, tau, q));
             if (d.rule == Rule::Fault) {
@@ -126,7 +285,9 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             for (std::size_t j = 0; j < profile.joints; ++j) {
                 rule1[j].add(evs[j].rule1.deviation);
                 rule2[j].add(evs[j].rule2);
+                observed[j].push_back({static_cast<std::uint32_t>(evs[j].shared.partner), static_cast<float>(evs[j].shared.deviation)});
             }
+            cycle_of.push_back(cycle_here[i]);
         }
         windows += rec.size();
         files.push_back({{"file", nom.name}, {"samples", rec.size()}, {"complete_cycles", rec.complete_cycles().size()}});
@@ -147,6 +308,14 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         th.rule2.mean = rule2[j].mean();
         th.rule2.windows = rule2[j].count;
         th.rule2.value = options.rule2_margin * rule2[j].max;
+    }
+    if (options.detector == DetectorKind::PhaseAware) {
+        profile.detector = DetectorKind::PhaseAware;
+        // No phase threshold below 3 x the joint's noise level (a phase where every nominal
+        // deviation happened to be 0 must not stop on noise).
+        std::vector<double> floors(profile.joints);
+        for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector.noise_scale(j);
+        profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors);
     }
     profile.calibration = {{"nominal", files},
                            {"windows", windows},

@@ -17,6 +17,7 @@ std::string to_string(Rule rule) {
         case Rule::EnvelopeLimit: return "envelope-limit";
         case Rule::NeighbourDifference: return "neighbour-difference";
         case Rule::Fault: return "fault";
+        case Rule::Accumulated: return "accumulated";
     }
     return "?";
 }
@@ -50,7 +51,39 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       rings_(profile_.joints, std::vector<double>(profile_.window)),
       windows_(profile_.joints * profile_.window),
       evaluations_(profile_.joints),
-      levers_(profile_.joints) {
+      levers_(profile_.joints),
+      over_(profile_.joints, 0),
+      cusum_(profile_.joints, 0.0),
+      noise_scale_(profile_.joints, 1.0),
+      angle_scale_(profile_.joints, 1.0) {
+    // Each joint's noise level, from the reference alone: the spread of its second differences
+    // (a smooth motion has almost none; white noise of sd s gives sd s sqrt(6)), as a robust MAD.
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        const auto& b = references_[j];
+        std::vector<double> d2;
+        for (std::size_t k = 1; k + 1 < b.size(); ++k) d2.push_back(std::abs(b[k + 1] - 2 * b[k] + b[k - 1]));
+        double scale = 0;
+        if (!d2.empty()) {
+            std::nth_element(d2.begin(), d2.begin() + static_cast<std::ptrdiff_t>(d2.size() / 2), d2.end());
+            scale = 1.4826 * d2[d2.size() / 2] / std::sqrt(6.0);
+        }
+        const auto [lo, hi] = std::minmax_element(b.begin(), b.end());
+        noise_scale_[j] = std::max({scale, 1e-6 * (*hi - *lo), 1e-12});
+        // Angle scale: the reference's median motion per sample (at least 1e-4 rad: a joint that
+        // hardly moves tells the phases apart by its signal, not its angle).
+        const auto& qr = profile_.reference.q[j];
+        std::vector<double> dq;
+        for (std::size_t k = 1; k < qr.size(); ++k) dq.push_back(std::abs(qr[k] - qr[k - 1]));
+        double step = 0;
+        if (!dq.empty()) {
+            std::nth_element(dq.begin(), dq.begin() + static_cast<std::ptrdiff_t>(dq.size() / 2), dq.end());
+            step = dq[dq.size() / 2];
+        }
+        angle_scale_[j] = std::max(step, 1e-4);
+    }
+    if (profile_.detector == DetectorKind::PhaseAware) {
+        drift_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
+    }
     if (matcher == MatcherKind::Streaming) {
         streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
     } else {
@@ -60,9 +93,27 @@ Detector::Detector(Profile profile, MatcherKind matcher)
     }
 }
 
+AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner) const {
+    // The newest sample against the range the reference spans within +- kPartnerSlack samples of
+    // `partner`: the timing of a cycle varies by a sample or two, and at a step (a part grasped)
+    // any value between the two levels is nominal.
+    const auto& ref = references_[joint];
+    const double a = windows_[joint * profile_.window + profile_.window - 1];
+    const std::size_t lo = partner > kPartnerSlack ? partner - kPartnerSlack : 0;
+    const std::size_t hi = std::min(ref.size() - 1, partner + kPartnerSlack);
+    double low = ref[partner], high = ref[partner];
+    for (std::size_t k = lo; k <= hi; ++k) low = std::min(low, ref[k]), high = std::max(high, ref[k]);
+    if (a > high) return {a - high, partner};
+    if (a < low) return {a - low, partner};
+    return {0.0, partner};
+}
+
 void Detector::reset() {
     updates_ = 0;
     head_ = 0;
+    std::fill(over_.begin(), over_.end(), 0);
+    std::fill(cusum_.begin(), cusum_.end(), 0.0);
+    has_shared_ = false;
     if (streaming_) streaming_->reset();
 }
 
@@ -126,6 +177,16 @@ Decision Detector::update(const Sample& sample) {
     Decision decision;
     std::uint8_t fired = 0;
     double worst_ratio = 1.0;  // a joint must exceed its threshold (ratio > 1) to stop
+    auto consider = [&](std::size_t j, Rule rule, double value, double threshold) {
+        if (!(value > threshold)) return;
+        fired = static_cast<std::uint8_t>(fired | (1u << static_cast<int>(rule)));
+        const double ratio = threshold > 0 ? value / threshold : INFINITY;
+        if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
+            worst_ratio = ratio;
+            const JointEvaluation& ev = evaluations_[j];
+            decision = Decision{Verdict::Stop, j + 1, rule, value, threshold, ev.ref_start, ev.ref_end};
+        }
+    };
     for (std::size_t j = 0; j < n; ++j) {
         const auto window = this->window(j);
         const auto& ref = references_[j];
@@ -145,18 +206,76 @@ Decision Detector::update(const Sample& sample) {
         ev.rule1 = absolute_difference(window, ref, path);
         ev.rule2 = second_eigenvalue(window, ref, path);
 
-        const auto& th = profile_.thresholds[j];
-        auto consider = [&](Rule rule, double value, double threshold) {
-            if (!(value > threshold)) return;
-            fired = static_cast<std::uint8_t>(fired | (1u << static_cast<int>(rule)));
-            const double ratio = threshold > 0 ? value / threshold : INFINITY;
-            if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
-                worst_ratio = ratio;
-                decision = Decision{Verdict::Stop, j + 1, rule, value, threshold, ev.ref_start, ev.ref_end};
+        if (profile_.detector == DetectorKind::Published) {
+            const auto& th = profile_.thresholds[j];
+            consider(j, Rule::AbsoluteDifference, ev.rule1.magnitude(), th.rule1.value);
+            consider(j, Rule::Eigenvalue, ev.rule2, th.rule2.value);
+        }
+    }
+
+    // One partner for all joints: the newest sample of every joint belongs to the same moment of
+    // the task. Among the joints' own partners, the one that explains all joints best (deviations
+    // in units of each joint's reference noise); a collision on one joint cannot warp it away
+    // while the others pin the timing.
+    // Candidates: every joint's own partner and the continuation of the previous shared partner;
+    // the score adds the joint angles' distance from the reference's (in units of the reference's
+    // typical motion per sample), which tells the phases of the task apart even where the signals
+    // look alike.
+    const std::size_t n_ref = profile_.reference.size();
+    std::size_t shared = evaluations_[0].rule1.partner;
+    double best_score = INFINITY;
+    const auto score_of = [&](std::size_t candidate) {
+        double score = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            score += std::min(std::abs(near_deviation(j, candidate).deviation) / noise_scale_[j], 1e3);
+            score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
+        }
+        return score;
+    };
+    const auto consider_candidate = [&](std::size_t candidate) {
+        if (candidate >= n_ref) return;
+        const double score = score_of(candidate);
+        if (score < best_score) best_score = score, shared = candidate;
+    };
+    for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
+    if (has_shared_) {
+        for (std::size_t step = 0; step <= 2; ++step) consider_candidate(shared_ + step);
+    }
+    shared_ = shared;
+    has_shared_ = true;
+    for (std::size_t j = 0; j < n; ++j) evaluations_[j].shared = near_deviation(j, shared);
+
+    if (profile_.detector == DetectorKind::PhaseAware) {
+        // Phase-aware rules on the shared partner: the deviation less the drift learned at this
+        // phase, in units of this phase's largest nominal deviation (ratio); STOP when the ratio
+        // stays over the margin for `persistence` samples, or when its CUSUM over `cusum_reference`
+        // passes `cusum_limit` (slow pushes).
+        const auto& ph = *profile_.phase;
+        for (std::size_t j = 0; j < n; ++j) {
+            JointEvaluation& ev = evaluations_[j];
+            const std::size_t partner = ev.shared.partner;
+            auto& drift = drift_[j];
+            ev.drift = drift[partner];
+            ev.phase_threshold = ph.rule1[j][partner];
+            const double base = ev.phase_threshold / ph.margin;
+            const double excess = std::abs(ev.shared.deviation - ev.drift);
+            ev.ratio = excess / ev.phase_threshold;
+            const double r0 = excess / base;
+            over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
+            cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
+            ev.cusum = cusum_[j];
+            if (over_[j] >= ph.persistence) {
+                consider(j, Rule::AbsoluteDifference, excess, ev.phase_threshold);
+            } else if (ph.cusum_limit > 0 && cusum_[j] > ph.cusum_limit) {
+                consider(j, Rule::Accumulated, cusum_[j], ph.cusum_limit);
+                cusum_[j] = 0;  // restart: the evidence is spent on this STOP
+            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0) {
+                // Learn slow drift only from deviations well inside the nominal range: a collision is never learned.
+                const std::size_t lo = partner > ph.neighbourhood ? partner - ph.neighbourhood : 0;
+                const std::size_t hi = std::min(drift.size() - 1, partner + ph.neighbourhood);
+                for (std::size_t k = lo; k <= hi; ++k) drift[k] += ph.drift_rate * (ev.shared.deviation - drift[k]);
             }
-        };
-        consider(Rule::AbsoluteDifference, ev.rule1.magnitude(), th.rule1.value);
-        consider(Rule::Eigenvalue, ev.rule2, th.rule2.value);
+        }
     }
     decision.fired = fired;
     return decision;

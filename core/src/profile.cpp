@@ -19,6 +19,14 @@ MatchingMethod parse_matching_method(const std::string& text) {
     throw std::invalid_argument(fmt::format("matching method '{}' is not known; expected mdtw or ka-mdtw", text));
 }
 
+std::string to_string(DetectorKind kind) { return kind == DetectorKind::Published ? "published" : "phase-aware"; }
+
+DetectorKind parse_detector_kind(const std::string& text) {
+    if (text == "published") return DetectorKind::Published;
+    if (text == "phase-aware") return DetectorKind::PhaseAware;
+    throw std::invalid_argument(fmt::format("detector '{}' is not known; expected phase-aware or published", text));
+}
+
 void Profile::validate() const {
     if (joints == 0) throw std::invalid_argument("profile has 0 joints");
     if (window < 2) throw std::invalid_argument(fmt::format("profile window is {} samples; mDTW needs >= 2", window));
@@ -43,6 +51,28 @@ void Profile::validate() const {
         if (!(th.rule1.value >= 0) || !(th.rule2.value >= 0)) {
             throw std::invalid_argument(fmt::format("joint {}: thresholds must be >= 0, got rule1 {} and rule2 {}", j + 1,
                                                     th.rule1.value, th.rule2.value));
+        }
+    }
+    if (detector == DetectorKind::PhaseAware) {
+        if (!phase) throw std::invalid_argument("phase-aware profile has no phase thresholds");
+        if (phase->rule1.size() != joints) {
+            throw std::invalid_argument(fmt::format("phase thresholds for {} joints; expected {}", phase->rule1.size(), joints));
+        }
+        for (std::size_t j = 0; j < joints; ++j) {
+            if (phase->rule1[j].size() != reference.size()) {
+                throw std::invalid_argument(fmt::format("joint {}: {} phase thresholds; the reference has {} samples", j + 1,
+                                                        phase->rule1[j].size(), reference.size()));
+            }
+            for (std::size_t k = 0; k < phase->rule1[j].size(); ++k) {
+                if (!(phase->rule1[j][k] > 0) || !std::isfinite(phase->rule1[j][k])) {
+                    throw std::invalid_argument(fmt::format("joint {}: phase threshold at reference sample {} is {}; expected > 0",
+                                                            j + 1, k, phase->rule1[j][k]));
+                }
+            }
+        }
+        if (phase->persistence < 1) throw std::invalid_argument("phase-aware persistence must be >= 1 sample");
+        if (!(phase->drift_rate >= 0 && phase->drift_rate < 1)) {
+            throw std::invalid_argument(fmt::format("drift rate must be in [0, 1), got {}", phase->drift_rate));
         }
     }
     if (method == MatchingMethod::KaMdtw) {
@@ -95,9 +125,27 @@ nlohmann::json to_json(const Profile& p) {
                 {"unit", to_string(p.unit)},
                 {"window", p.window},
                 {"method", to_string(p.method)},
+                {"detector", to_string(p.detector)},
                 {"thresholds", thresholds},
                 {"calibration", p.calibration},
                 {"reference", ref}};
+    if (p.phase) {
+        // Thresholds rounded to 6 significant digits: the file stays readable in size.
+        json rule1 = json::array();
+        for (const auto& joint : p.phase->rule1) {
+            json values = json::array();
+            for (double v : joint) values.push_back(std::stod(fmt::format("{:.6g}", v)));
+            rule1.push_back(std::move(values));
+        }
+        out["phase_aware"] = {{"neighbourhood", p.phase->neighbourhood},
+                              {"persistence", p.phase->persistence},
+                              {"margin", p.phase->margin},
+                              {"drift_rate", p.phase->drift_rate},
+                              {"cusum_reference", p.phase->cusum_reference},
+                              {"cusum_limit", p.phase->cusum_limit},
+                              {"derivation", p.phase->derivation},
+                              {"rule1", rule1}};
+    }
     if (p.kinematics) {
         const auto& k = *p.kinematics;
         out["kinematics"] = {{"model", to_json(k.model)},
@@ -169,6 +217,20 @@ Profile profile_from_json(const nlohmann::json& j) {
         p.thresholds.push_back(th);
     }
     if (j.contains("calibration")) p.calibration = j.at("calibration");
+    p.detector = parse_detector_kind(j.value("detector", std::string("published")));
+    if (j.contains("phase_aware") && !j.at("phase_aware").is_null()) {
+        const auto& ph = j.at("phase_aware");
+        PhaseAwareSettings s;
+        s.neighbourhood = typed<std::size_t>(ph, "neighbourhood", "phase_aware");
+        s.persistence = typed<std::size_t>(ph, "persistence", "phase_aware");
+        s.margin = typed<double>(ph, "margin", "phase_aware");
+        s.drift_rate = typed<double>(ph, "drift_rate", "phase_aware");
+        s.cusum_reference = ph.value("cusum_reference", 0.5);
+        s.cusum_limit = ph.value("cusum_limit", 0.0);
+        s.rule1 = typed<std::vector<std::vector<double>>>(ph, "rule1", "phase_aware");
+        if (ph.contains("derivation")) s.derivation = ph.at("derivation");
+        p.phase = std::move(s);
+    }
     if (j.contains("kinematics") && !j.at("kinematics").is_null()) {
         const auto& k = j.at("kinematics");
         const auto& force = field(k, "force", "kinematics");

@@ -87,6 +87,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     options.window = arg<std::size_t>(request, "window", options.window);
     options.k_sigma = arg<double>(request, "k", options.k_sigma);
     options.rule2_margin = arg<double>(request, "margin", options.rule2_margin);
+    options.detector = parse_detector_kind(arg<std::string>(request, "detector", to_string(options.detector)));
     const std::string path = meta->at("path").get<std::string>();
     const Recording rec = read_recording(path);
     const auto cycles = rec.complete_cycles();
@@ -112,13 +113,30 @@ json calibrate_command(DaemonContext& c, const json& request) {
                               {"rule2_margin", t.rule2.margin},
                               {"samples", t.rule1.samples}});
     }
-    const json summary = {{"recording", recording_id},
+    json summary = {{"recording", recording_id},
                           {"window", profile.window},
                           {"reference_cycles", options.reference_cycles},
                           {"reference_samples", profile.reference.size()},
                           {"nominal_cycles", cycles.size() - options.reference_cycles},
                           {"unit", to_string(profile.unit)},
+                          {"detector", to_string(profile.detector)},
                           {"thresholds", thresholds}};
+    if (profile.phase) {
+        const auto& ph = *profile.phase;
+        json joints = json::array();
+        for (std::size_t j = 0; j < ph.rule1.size(); ++j) {
+            std::vector<double> v = ph.rule1[j];
+            std::sort(v.begin(), v.end());
+            joints.push_back({{"joint", j + 1}, {"min", v.front()}, {"median", v[v.size() / 2]}, {"max", v.back()}});
+        }
+        summary["phase_aware"] = {{"margin", ph.margin},
+                                  {"persistence", ph.persistence},
+                                  {"cusum_reference", ph.cusum_reference},
+                                  {"cusum_limit", ph.cusum_limit},
+                                  {"drift_rate", ph.drift_rate},
+                                  {"derivation", ph.derivation},
+                                  {"joints", joints}};
+    }
     const std::int64_t id = c.store.add_profile(session->id(), recording_id, summary, to_json(profile).dump());
     EventRecord e;
     e.robot = session->id();

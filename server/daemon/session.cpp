@@ -29,6 +29,7 @@ const char* rule_name(Rule r) {
         case Rule::EnvelopeLimit: return "envelope limit";
         case Rule::NeighbourDifference: return "envelope step";
         case Rule::Fault: return "fault (sample cannot be judged)";
+        case Rule::Accumulated: return "accumulated deviation (CUSUM)";
         case Rule::None: break;
     }
     return "none";
@@ -41,6 +42,7 @@ const char* rule_key(Rule r) {
         case Rule::EnvelopeLimit: return "envelope";
         case Rule::NeighbourDifference: return "envelope_step";
         case Rule::Fault: return "fault";
+        case Rule::Accumulated: return "accumulated";
         case Rule::None: break;
     }
     return "";

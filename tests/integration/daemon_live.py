@@ -189,9 +189,11 @@ def test_detect(tmp):
         rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
         check(rec["cycles"] >= 8, "recording committed with %d complete cycles, %d samples" % (rec["cycles"], rec["samples"]))
         # This test checks the path robot -> daemon -> robot, not detection quality (the benchmark suite
-        # measures that): deliberately insensitive thresholds (k = 20, margin 3) keep the published
-        # rules from stopping on clean cycles, and the collisions are large (200-300 N).
-        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--k", "20", "--margin", "3", "--activate").stdout)
+        # measures that): the published rules with deliberately insensitive thresholds (k = 20,
+        # margin 3; the default phase-aware detector needs >= 10 nominal cycles), and the collisions
+        # are large (200-300 N).
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--k", "20", "--margin", "3",
+                               "--detector", "published", "--activate").stdout)
         check(len(cal["summary"]["thresholds"]) == 6, "calibrated profile %d activated" % cal["profile"])
         d.ctl("mode", "cell1", "detect")
         sim.wait(timeout=300)

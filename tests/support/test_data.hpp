@@ -28,11 +28,13 @@ inline const Recording& nominal_recording() {
     return rec;
 }
 
-// Window 20 keeps the published O(m n) matcher quick enough for unit tests.
+// The published detector (thesis 3.2.3). Window 20 keeps the published O(m n) matcher quick
+// enough for unit tests.
 inline const Profile& planar_profile() {
     static const Profile profile = [] {
         CalibrationOptions opt;
         opt.window = 20;
+        opt.detector = DetectorKind::Published;
         const NamedRecording nominal[] = {{"nominal.csv", &nominal_recording()}};
         return calibrate({"reference.csv", &reference_recording()}, nominal, opt);
     }();

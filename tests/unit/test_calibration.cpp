@@ -70,6 +70,7 @@ TEST_CASE("theta1 = 3 sigma and theta2 = 1.2 x max of the nominal rule values", 
 TEST_CASE("with the thesis's round-up theta1 is the first integer above 3 sigma", "[calibration]") {
     CalibrationOptions opt;
     opt.window = 20;
+    opt.detector = DetectorKind::Published;
     opt.round_up = true;
     const NamedRecording nominal[] = {{"nominal.csv", &nominal_recording()}};
     const Profile p = calibrate({"reference.csv", &reference_recording()}, nominal, opt);

@@ -30,6 +30,7 @@ struct CtlArgs {
     std::int64_t id = 0, after = 0, recording = 0;
     std::size_t limit = 50, reference_cycles = 2, window = 0;
     double k = 0, margin = 0, timeout = 60, seconds = 0;
+    std::string detector;
     std::int64_t cycle = -1;
     bool activate = false;
     std::string raw;
@@ -130,6 +131,7 @@ void register_ctl(CLI::App& app) {
                              if (x.window) r["window"] = x.window;
                              if (x.k > 0) r["k"] = x.k;
                              if (x.margin > 0) r["margin"] = x.margin;
+                             if (!x.detector.empty()) r["detector"] = x.detector;
                              return r;
                          },
                          [](const CtlArgs&, const nlohmann::json& j) {
@@ -143,6 +145,18 @@ void register_ctl(CLI::App& app) {
                                  std::printf("%-6d %-14.5g %-12.5g %-12.5g %-12.5g\n", t.at("joint").get<int>(), t.at("theta1").get<double>(),
                                              t.at("sigma").get<double>(), t.at("theta2").get<double>(), t.at("rule2_max").get<double>());
                              }
+                             if (s.contains("phase_aware")) {
+                                 const auto& ph = s.at("phase_aware");
+                                 std::printf("detector phase-aware: per-phase thresholds = %.3f x largest nominal deviation nearby "
+                                             "(per joint min / median / max below), CUSUM limit %.3f, persistence %zu\n",
+                                             ph.at("margin").get<double>(), ph.at("cusum_limit").get<double>(), ph.at("persistence").get<std::size_t>());
+                                 for (const auto& t : ph.at("joints")) {
+                                     std::printf("%-6d %-12.5g %-12.5g %-12.5g\n", t.at("joint").get<int>(), t.at("min").get<double>(),
+                                                 t.at("median").get<double>(), t.at("max").get<double>());
+                                 }
+                             } else {
+                                 std::printf("detector published (thesis 3.2.3)\n");
+                             }
                              if (j.contains("status")) std::printf("activated\n");
                          });
         c->add_option("robot", a->robot, "Robot id")->required();
@@ -151,6 +165,8 @@ void register_ctl(CLI::App& app) {
         c->add_option("--window", a->window, "Measurement window m in samples (default 30)");
         c->add_option("--k", a->k, "Rule 1: theta1 = k * sigma (default 3)");
         c->add_option("--margin", a->margin, "Rule 2: theta2 = margin * nominal maximum (default 1.2)");
+        c->add_option("--detector", a->detector, "phase-aware (default; needs >= 10 nominal cycles) or published")
+            ->check(CLI::IsMember({"phase-aware", "published"}));
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
     }
     simple("profiles", "Profiles of a robot", [](const CtlArgs& x) { return nlohmann::json{{"cmd", "profiles"}, {"robot", x.robot}}; },

@@ -67,6 +67,11 @@ struct CalibrateArgs {
     std::string force_frame = "base";
     std::string force = "0,0,-1";
     double min_lever = kDefaultMinLever;
+    std::string detector = "phase-aware";
+    std::size_t persistence = 2;
+    double target_cycles = 1000.0;
+    double drift_cycles = 10.0;
+    std::size_t neighbourhood = 0;
     std::string out;
 };
 
@@ -84,6 +89,11 @@ void run_calibrate(const CalibrateArgs& a) {
     opt.round_up = a.round_up;
     opt.rule2_margin = a.margin;
     opt.method = parse_matching_method(a.method);
+    opt.detector = parse_detector_kind(a.detector);
+    opt.persistence = a.persistence;
+    opt.target_cycles_per_false_stop = a.target_cycles;
+    opt.drift_cycles = a.drift_cycles;
+    opt.neighbourhood = a.neighbourhood;
     if (opt.method == MatchingMethod::KaMdtw) {
         if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
@@ -105,6 +115,30 @@ void run_calibrate(const CalibrateArgs& a) {
                     th.rule1.max_abs, th.rule2.value, th.rule2.max);
     }
     std::printf("from %zu nominal windows in %zu file(s)\n", p.thresholds[0].rule1.samples, a.nominal.size());
+    if (p.phase) {
+        const auto& ph = *p.phase;
+        std::printf("detector phase-aware (default): thresholds per reference sample = %.3f x largest nominal |deviation| "
+                    "within +-%zu samples; STOP after %zu samples over; drift rate %.4g per update\n",
+                    ph.margin, ph.neighbourhood, ph.persistence, ph.drift_rate);
+        std::printf("  margin from %d calibration cycles (split halves): per-cycle maxima mean %.3f, sd %.3f, largest %.3f; "
+                    "Gumbel quantile for 1 false stop per %.0f cycles %.3f\n",
+                    ph.derivation.value("cycles", 0), ph.derivation.value("cycle_max_mean", 0.0), ph.derivation.value("cycle_max_sd", 0.0),
+                    ph.derivation.value("cycle_max_largest", 0.0), ph.derivation.value("target_cycles_per_false_stop", 0.0),
+                    ph.derivation.value("gumbel_quantile", 0.0));
+        if (ph.cusum_limit > 0) {
+            std::printf("  CUSUM of the ratio over %.2f: STOP above %.3f (per-cycle maxima mean %.3f, largest %.3f)\n",
+                        ph.cusum_reference, ph.cusum_limit, ph.derivation.value("cusum_cycle_max_mean", 0.0),
+                        ph.derivation.value("cusum_cycle_max_largest", 0.0));
+        }
+        std::printf("%-6s %14s %14s %14s\n", "joint", "min theta", "median theta", "max theta");
+        for (std::size_t j = 0; j < p.joints; ++j) {
+            std::vector<double> v = ph.rule1[j];
+            std::sort(v.begin(), v.end());
+            std::printf("%-6zu %14.6g %14.6g %14.6g\n", j + 1, v.front(), v[v.size() / 2], v.back());
+        }
+    } else {
+        std::printf("detector published (thesis 3.2.3)\n");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -349,6 +383,14 @@ void register_calibrate(CLI::App& app) {
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();
+    cmd->add_option("--detector", args->detector, "phase-aware (default) or published (thesis 3.2.3)")->capture_default_str()
+        ->check(CLI::IsMember({"phase-aware", "published"}));
+    cmd->add_option("--persistence", args->persistence, "Phase-aware: samples over the threshold in a row before STOP")
+        ->capture_default_str()->check(CLI::Range(1, 1000));
+    cmd->add_option("--target-cycles", args->target_cycles, "Phase-aware: nominal cycles per false stop the margin is fitted for")
+        ->capture_default_str();
+    cmd->add_option("--drift-cycles", args->drift_cycles, "Phase-aware: drift time constant in cycles (0 = off)")->capture_default_str();
+    cmd->add_option("--neighbourhood", args->neighbourhood, "Phase-aware: +- reference samples pooled (0 = the window m)")->capture_default_str();
     cmd->add_option("--out", args->out, "Profile JSON to write")->required();
     cmd->callback([args] { run_calibrate(*args); });
 }

@@ -7,6 +7,12 @@
 // joint the signed rule-1 deviations and the rule-2 eigenvalues are collected:
 //   theta1 = k * sigma(deviations)        (k = 3; the thesis rounds up to the next integer)
 //   theta2 = margin * max(eigenvalues)    (margin = 1.2)
+// For the phase-aware detector (the default) the same pass also records, per joint, the matched
+// reference sample of each newest sample and its deviation. Thresholds per reference sample are
+// the largest |deviation| within +- neighbourhood samples. The margin comes from split halves:
+// thresholds from the even calibration cycles judge the odd ones and vice versa; the largest
+// persistent ratio of every cycle is an extreme value, a Gumbel distribution fitted to those
+// per-cycle maxima gives the margin exceeded once in `target_cycles_per_false_stop` cycles.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +36,22 @@ struct CalibrationOptions {
     double rule2_margin = 1.2;
     MatchingMethod method = MatchingMethod::Mdtw;
     std::optional<KinematicsSettings> kinematics;  // required for KA-mDTW
+    // The decision rules (profile.hpp). Phase-aware parameters, all documented defaults:
+    DetectorKind detector = DetectorKind::PhaseAware;
+    // Pooled phase neighbourhood, +- reference samples; 0 = the window m (the matched partner of the
+    // newest sample is uncertain by about the warping a window allows).
+    std::size_t neighbourhood = 0;
+    // Samples over the threshold in a row before STOP: a single-sample spike is the commonest
+    // nominal outlier (heavy tails), while a collision lasts many samples.
+    std::size_t persistence = 2;
+    // False stops per this many nominal cycles the margin is fitted for (issue 8's target: 1 / 1000).
+    double target_cycles_per_false_stop = 1000.0;
+    // Drift time constant in cycles: friction warms up over hundreds of cycles; one cycle's
+    // unusual event cannot move the estimate much. 0 switches drift tracking off.
+    double drift_cycles = 10.0;
+    // CUSUM reference: ratios (deviation / the phase's largest nominal deviation) above it accumulate.
+    // Half the nominal maximum: nominal deviations rarely stay there, a slow push does. 0 = no CUSUM.
+    double cusum_reference = 0.5;
 };
 
 struct NamedRecording {

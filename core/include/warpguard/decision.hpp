@@ -16,6 +16,7 @@ enum class Rule : std::uint8_t {
     EnvelopeLimit,        // envelope rule 1, thesis §3.1.2
     NeighbourDifference,  // envelope rule 2, thesis §3.1.2
     Fault,                // the sample could not be judged (wrong size, not finite): fail-safe stop
+    Accumulated,          // phase-aware detector: CUSUM of the deviation ratio (slow pushes)
 };
 
 std::string to_string(Rule rule);

@@ -37,6 +37,14 @@ struct JointEvaluation {
     std::size_t ref_end = 0;
     AbsoluteDifference rule1;
     double rule2 = 0.0;
+    // The newest sample against the partner shared by all joints (every detector computes it).
+    AbsoluteDifference shared;
+    double cusum = 0.0;  // phase-aware: accumulated ratio over the CUSUM reference
+    // Phase-aware detector only: the drift estimate at the matched phase, the threshold there, and
+    // |deviation - drift| / threshold (> 1 is over).
+    double drift = 0.0;
+    double phase_threshold = 0.0;
+    double ratio = 0.0;
 };
 
 enum class MatcherKind { Streaming, Published };
@@ -57,6 +65,13 @@ public:
     std::size_t updates() const { return updates_; }
     // Measurement samples whose lever length was below the minimum and was clamped (KA-mDTW only).
     std::size_t clamped_levers() const { return clamped_levers_; }
+    // Phase-aware detector: the drift learned so far, per joint and reference sample (the visible
+    // record of adaptation; empty for the published detector).
+    // A joint's noise level estimated from the reference (signal units).
+    double noise_scale(std::size_t joint) const { return noise_scale_[joint]; }
+    std::span<const double> drift(std::size_t joint) const {
+        return joint < drift_.size() ? std::span<const double>(drift_[joint]) : std::span<const double>();
+    }
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
@@ -75,6 +90,7 @@ public:
 
 private:
     Decision fault(const Sample& sample) const;
+    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -85,6 +101,14 @@ private:
     std::vector<std::vector<PathStep>> paths_;     // published matcher only
     std::vector<JointEvaluation> evaluations_;
     std::vector<double> levers_;                   // scratch for KA-mDTW
+    std::vector<std::vector<double>> drift_;       // phase-aware: per joint, per reference sample
+    std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
+    std::vector<double> cusum_;                    // phase-aware: CUSUM per joint
+    std::vector<double> noise_scale_;              // per joint, from the reference: scores the shared partner
+    std::vector<double> angle_scale_;              // per joint, from the reference's angles
+    std::size_t shared_ = 0;                       // the last shared partner
+    bool has_shared_ = false;
+    static constexpr std::size_t kPartnerSlack = 2;
     std::size_t head_ = 0;                         // ring index of the oldest sample
     std::size_t updates_ = 0;
     std::size_t clamped_levers_ = 0;

@@ -19,6 +19,27 @@ enum class MatchingMethod { Mdtw, KaMdtw };
 std::string to_string(MatchingMethod method);
 MatchingMethod parse_matching_method(const std::string& text);
 
+// Which decision rules run on the matched signals:
+//   published    thesis §3.2.3: rule 1 (|a(m) - b| > k sigma, one threshold per joint) and rule 2.
+//   phase-aware  the default: rule 1 against a threshold per reference sample (the largest nominal
+//                deviation near that phase of the task, times a margin fitted to the per-cycle
+//                maxima of held-out calibration cycles), a slow per-phase drift estimate that never
+//                learns from a deviation over half its threshold, and a few samples of persistence.
+enum class DetectorKind { Published, PhaseAware };
+std::string to_string(DetectorKind kind);
+DetectorKind parse_detector_kind(const std::string& text);
+
+struct PhaseAwareSettings {
+    std::size_t neighbourhood = 0;  // +- reference samples pooled into a phase's statistics
+    std::size_t persistence = 2;    // consecutive samples over the threshold before STOP
+    double margin = 1.0;            // threshold = margin x pooled nominal maximum
+    double drift_rate = 0.0;        // per-visit weight of the drift estimate (0: no drift tracking)
+    double cusum_reference = 0.5;   // ratio (deviation / pooled maximum) that starts to accumulate
+    double cusum_limit = 0.0;       // accumulated ratio that means STOP (0: no CUSUM rule)
+    std::vector<std::vector<double>> rule1;  // [joint][reference sample] threshold on |deviation - drift|
+    nlohmann::json derivation = nlohmann::json::object();  // how margin and thresholds were obtained
+};
+
 // theta1 = k * sigma of the signed rule-1 deviations of nominal windows (thesis: k = 3, rounded up
 // to the next integer of the signal unit).
 struct Rule1Threshold {
@@ -71,6 +92,8 @@ struct Profile {
     Reference reference;
     std::vector<JointThresholds> thresholds;  // one per joint
     std::optional<KinematicsSettings> kinematics;  // required for KA-mDTW
+    DetectorKind detector = DetectorKind::Published;
+    std::optional<PhaseAwareSettings> phase;  // required for the phase-aware detector
     // Record of how the profile was made: nominal files, window counts, options.
     nlohmann::json calibration = nlohmann::json::object();
 
