@@ -2,7 +2,12 @@
 # Generates the benchmark suite on the simulated cell, calibrates the published detector on each
 # robot's own recordings, evaluates every variant and writes docs/benchmarks.md (with plots).
 #
-#   bash scripts/benchmark-suite.sh [OUT_DIR]        (about 15 minutes on the 2-core machine)
+#   bash scripts/benchmark-suite.sh [--reuse] [OUT_DIR]   (about 30 minutes on the 2-core machine)
+#
+# --reuse keeps recordings already in OUT_DIR (same seeds, same files) and only calibrates and
+# evaluates again. Both detectors are calibrated on the same recordings and evaluated on the same
+# runs: the published one (profile.json, *.evaluation.json) and the default phase-aware one
+# (profile-phase.json, *.phase.evaluation.json).
 #
 # Per robot: reference (7 cycles), 100 calibration cycles, 200 held-out nominal cycles, 100
 # collision cycles (one contact each, 20-300 N, links 2..6, impacts and pushes, random phase and
@@ -12,6 +17,8 @@
 # command gives the same numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+reuse=0
+if [ "${1:-}" = "--reuse" ]; then reuse=1; shift; fi
 out=${1:-build/benchmarks}
 bash scripts/install-deps.sh
 if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
@@ -24,37 +31,51 @@ sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 mkdir -p "$out"
 
+# record OUT ARGS...: a recording with warpguard-sim (kept with --reuse when it exists).
+record() {
+  local file=$1; shift
+  if [ "$reuse" = 1 ] && [ -s "$file" ]; then return; fi
+  "$sim" record "$@" --out "$file"
+}
+
 run_robot() {
   local robot=$1 seed=$2
   local dir="$out/$robot" r="samples/robots/$robot.json" t="samples/tasks/$robot-pick-and-place.json"
   mkdir -p "$dir"
   local payload
   payload=$(/usr/bin/python3 -c "import json; print(2 * max(s.get('grasp', 0) for s in json.load(open('$t'))['steps']))")
-  "$sim" record --robot "$r" --task "$t" --cycles 7 --seed $((seed + 1)) --out "$dir/reference.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 100 --seed $((seed + 2)) --out "$dir/calibration.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 200 --seed $((seed + 3)) --out "$dir/nominal.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 101 --seed $((seed + 4)) --contacts 100 --out "$dir/collisions.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 50 --seed $((seed + 5)) --override 0.7 --out "$dir/override70-nominal.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 51 --seed $((seed + 6)) --override 0.7 --contacts 50 --out "$dir/override70-collisions.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 50 --seed $((seed + 7)) --drift 0.3 --out "$dir/drift30-nominal.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 51 --seed $((seed + 8)) --drift 0.3 --contacts 50 --out "$dir/drift30-collisions.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 50 --seed $((seed + 9)) --payload "$payload" --out "$dir/payload2x-nominal.csv"
-  "$sim" record --robot "$r" --task "$t" --cycles 51 --seed $((seed + 10)) --payload "$payload" --contacts 50 --out "$dir/payload2x-collisions.csv"
-  "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --out "$dir/profile.json"
+  record "$dir/reference.csv" --robot "$r" --task "$t" --cycles 7 --seed $((seed + 1))
+  record "$dir/calibration.csv" --robot "$r" --task "$t" --cycles 100 --seed $((seed + 2))
+  record "$dir/nominal.csv" --robot "$r" --task "$t" --cycles 200 --seed $((seed + 3))
+  record "$dir/collisions.csv" --robot "$r" --task "$t" --cycles 101 --seed $((seed + 4)) --contacts 100
+  record "$dir/override70-nominal.csv" --robot "$r" --task "$t" --cycles 50 --seed $((seed + 5)) --override 0.7
+  record "$dir/override70-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 6)) --override 0.7 --contacts 50
+  record "$dir/drift30-nominal.csv" --robot "$r" --task "$t" --cycles 50 --seed $((seed + 7)) --drift 0.3
+  record "$dir/drift30-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 8)) --drift 0.3 --contacts 50
+  record "$dir/payload2x-nominal.csv" --robot "$r" --task "$t" --cycles 50 --seed $((seed + 9)) --payload "$payload"
+  record "$dir/payload2x-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 10)) --payload "$payload" --contacts 50
+  "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector published \
+    --out "$dir/profile.json"
+  "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector phase-aware \
+    --out "$dir/profile-phase.json"
   for variant in nominal collisions override70-nominal override70-collisions drift30-nominal drift30-collisions \
                  payload2x-nominal payload2x-collisions; do
     "$wg" evaluate --profile "$dir/profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
+    "$wg" evaluate --profile "$dir/profile-phase.json" "$dir/$variant.csv" --out "$dir/$variant.phase.evaluation.json"
   done
   # Contact tasks: snap-fit at three poses and screwing, with its own reference and calibration.
   local a="samples/tasks/$robot-assembly.json"
-  "$sim" record --robot "$r" --task "$a" --cycles 7 --seed $((seed + 11)) --out "$dir/assembly-reference.csv"
-  "$sim" record --robot "$r" --task "$a" --cycles 50 --seed $((seed + 12)) --out "$dir/assembly-calibration.csv"
-  "$sim" record --robot "$r" --task "$a" --cycles 100 --seed $((seed + 13)) --out "$dir/assembly-nominal.csv"
-  "$sim" record --robot "$r" --task "$a" --cycles 51 --seed $((seed + 14)) --contacts 50 --out "$dir/assembly-collisions.csv"
+  record "$dir/assembly-reference.csv" --robot "$r" --task "$a" --cycles 7 --seed $((seed + 11))
+  record "$dir/assembly-calibration.csv" --robot "$r" --task "$a" --cycles 50 --seed $((seed + 12))
+  record "$dir/assembly-nominal.csv" --robot "$r" --task "$a" --cycles 100 --seed $((seed + 13))
+  record "$dir/assembly-collisions.csv" --robot "$r" --task "$a" --cycles 51 --seed $((seed + 14)) --contacts 50
   "$wg" calibrate --reference "$dir/assembly-reference.csv" --reference-cycles 3 --nominal "$dir/assembly-calibration.csv" \
-    --out "$dir/assembly-profile.json"
+    --detector published --out "$dir/assembly-profile.json"
+  "$wg" calibrate --reference "$dir/assembly-reference.csv" --reference-cycles 3 --nominal "$dir/assembly-calibration.csv" \
+    --detector phase-aware --out "$dir/assembly-profile-phase.json"
   for variant in assembly-nominal assembly-collisions; do
     "$wg" evaluate --profile "$dir/assembly-profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
+    "$wg" evaluate --profile "$dir/assembly-profile-phase.json" "$dir/$variant.csv" --out "$dir/$variant.phase.evaluation.json"
   done
 }
 

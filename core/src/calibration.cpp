@@ -193,9 +193,8 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
         for (double& v : s.rule1[j]) v *= s.margin;
     }
     for (auto c : cycle_of) updates += c != kNoCycle;
-    // Drift: how often a reference sample is updated per cycle (each matched sample updates
-    // 2 w + 1 of them), so that the estimate follows with the chosen time constant in cycles.
-    const double per_cycle = static_cast<double>(updates) / cycles * static_cast<double>(2 * s.neighbourhood + 1) / static_cast<double>(n);
+    // Drift: the friction model forgets with a time constant of `drift_cycles` cycles of samples.
+    const double per_cycle = static_cast<double>(updates) / cycles;
     s.drift_rate = options.drift_cycles > 0 ? std::min(0.5, 1.0 / (options.drift_cycles * std::max(per_cycle, 1.0))) : 0.0;
     s.derivation = {{"method", "per reference sample: largest nominal |deviation| within +- neighbourhood, times margin"},
                     {"cycles", cycles},
@@ -213,7 +212,7 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
                     {"cusum_cycle_max_largest", cusum_fit.largest},
                     {"cusum_gumbel_quantile", cusum_fit.quantile},
                     {"drift_cycles", options.drift_cycles},
-                    {"drift_updates_per_cycle", per_cycle}};
+                    {"samples_per_cycle", per_cycle}};
     return s;
 }
 

@@ -55,7 +55,13 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       over_(profile_.joints, 0),
       cusum_(profile_.joints, 0.0),
       noise_scale_(profile_.joints, 1.0),
-      angle_scale_(profile_.joints, 1.0) {
+      angle_scale_(profile_.joints, 1.0),
+      previous_q_(profile_.joints, 0.0),
+      velocity_(profile_.joints, 0.0),
+      correction_(profile_.joints, 0.0),
+      friction_(profile_.joints, {0.0, 0.0}),
+      friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
+      velocity_scale_(profile_.joints, 1.0) {
     // Each joint's noise level, from the reference alone: the spread of its second differences
     // (a smooth motion has almost none; white noise of sd s gives sd s sqrt(6)), as a robust MAD.
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -81,8 +87,21 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         angle_scale_[j] = std::max(step, 1e-4);
     }
-    if (profile_.detector == DetectorKind::PhaseAware) {
-        drift_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
+    // Velocity scale per joint: the reference's median speed while moving, for the ridge of the
+    // friction model (so that both terms are regularised alike).
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        const auto& qr = profile_.reference.q[j];
+        const auto& t = profile_.reference.t;
+        std::vector<double> speed;
+        for (std::size_t k = 1; k < qr.size(); ++k) {
+            if (t[k] > t[k - 1]) speed.push_back(std::abs(qr[k] - qr[k - 1]) / (t[k] - t[k - 1]));
+        }
+        double v = 0;
+        if (!speed.empty()) {
+            std::nth_element(speed.begin(), speed.begin() + static_cast<std::ptrdiff_t>(speed.size() / 2), speed.end());
+            v = speed[speed.size() / 2];
+        }
+        velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
     if (matcher == MatcherKind::Streaming) {
         streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
@@ -94,11 +113,14 @@ Detector::Detector(Profile profile, MatcherKind matcher)
 }
 
 AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner) const {
+    return near_deviation(joint, partner, windows_[joint * profile_.window + profile_.window - 1] - correction_[joint]);
+}
+
+AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner, double a) const {
     // The newest sample against the range the reference spans within +- kPartnerSlack samples of
     // `partner`: the timing of a cycle varies by a sample or two, and at a step (a part grasped)
     // any value between the two levels is nominal.
     const auto& ref = references_[joint];
-    const double a = windows_[joint * profile_.window + profile_.window - 1];
     const std::size_t lo = partner > kPartnerSlack ? partner - kPartnerSlack : 0;
     const std::size_t hi = std::min(ref.size() - 1, partner + kPartnerSlack);
     double low = ref[partner], high = ref[partner];
@@ -114,6 +136,7 @@ void Detector::reset() {
     std::fill(over_.begin(), over_.end(), 0);
     std::fill(cusum_.begin(), cusum_.end(), 0.0);
     has_shared_ = false;
+    has_previous_ = false;
     if (streaming_) streaming_->reset();
 }
 
@@ -221,6 +244,16 @@ Decision Detector::update(const Sample& sample) {
     // the score adds the joint angles' distance from the reference's (in units of the reference's
     // typical motion per sample), which tells the phases of the task apart even where the signals
     // look alike.
+    // Friction drift (phase-aware): the newest sample less what the joint's friction model has
+    // learned, at the joint's velocity from the last two samples.
+    const bool phase_aware = profile_.detector == DetectorKind::PhaseAware;
+    for (std::size_t j = 0; j < n; ++j) {
+        double qd = 0;
+        if (has_previous_ && sample.t > previous_t_) qd = (sample.q[j] - previous_q_[j]) / (sample.t - previous_t_);
+        velocity_[j] = qd;
+        const double coulomb = qd / (std::abs(qd) + kCoulombVelocity);
+        correction_[j] = phase_aware ? friction_[j][0] * coulomb + friction_[j][1] * qd : 0.0;
+    }
     const std::size_t n_ref = profile_.reference.size();
     std::size_t shared = evaluations_[0].rule1.partner;
     double best_score = INFINITY;
@@ -254,11 +287,10 @@ Decision Detector::update(const Sample& sample) {
         for (std::size_t j = 0; j < n; ++j) {
             JointEvaluation& ev = evaluations_[j];
             const std::size_t partner = ev.shared.partner;
-            auto& drift = drift_[j];
-            ev.drift = drift[partner];
+            ev.drift = correction_[j];
             ev.phase_threshold = ph.rule1[j][partner];
             const double base = ev.phase_threshold / ph.margin;
-            const double excess = std::abs(ev.shared.deviation - ev.drift);
+            const double excess = std::abs(ev.shared.deviation);
             ev.ratio = excess / ev.phase_threshold;
             const double r0 = excess / base;
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
@@ -269,14 +301,33 @@ Decision Detector::update(const Sample& sample) {
             } else if (ph.cusum_limit > 0 && cusum_[j] > ph.cusum_limit) {
                 consider(j, Rule::Accumulated, cusum_[j], ph.cusum_limit);
                 cusum_[j] = 0;  // restart: the evidence is spent on this STOP
-            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0) {
-                // Learn slow drift only from deviations well inside the nominal range: a collision is never learned.
-                const std::size_t lo = partner > ph.neighbourhood ? partner - ph.neighbourhood : 0;
-                const std::size_t hi = std::min(drift.size() - 1, partner + ph.neighbourhood);
-                for (std::size_t k = lo; k <= hi; ++k) drift[k] += ph.drift_rate * (ev.shared.deviation - drift[k]);
+            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0 && has_previous_) {
+                // Learn friction drift only from samples well inside the nominal range (a collision
+                // is never learned): exponentially weighted least squares of the raw difference from
+                // the matched reference on (Coulomb term, velocity).
+                const double qd = velocity_[j];
+                const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
+                const double y = windows_[j * m + m - 1] - references_[j][partner];
+                const double keep = 1.0 - ph.drift_rate;
+                auto& a = friction_normal_[j];
+                a[0] = keep * a[0] + x0 * x0;
+                a[1] = keep * a[1] + x0 * x1;
+                a[2] = keep * a[2] + x1 * x1;
+                a[3] = keep * a[3] + x0 * y;
+                a[4] = keep * a[4] + x1 * y;
+                // Ridge towards 0: a model is only believed where the data support it.
+                const double r00 = a[0] + kFrictionRidge, r11 = a[2] + kFrictionRidge * velocity_scale_[j] * velocity_scale_[j];
+                const double det = r00 * r11 - a[1] * a[1];
+                if (det > 0) {
+                    friction_[j][0] = (r11 * a[3] - a[1] * a[4]) / det;
+                    friction_[j][1] = (r00 * a[4] - a[1] * a[3]) / det;
+                }
             }
         }
     }
+    for (std::size_t j = 0; j < n; ++j) previous_q_[j] = sample.q[j];
+    previous_t_ = sample.t;
+    has_previous_ = true;
     decision.fired = fired;
     return decision;
 }

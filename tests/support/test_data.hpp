@@ -41,4 +41,25 @@ inline const Profile& planar_profile() {
     return profile;
 }
 
+// The phase-aware detector (the default), calibrated on 14 nominal cycles of the planar arm.
+inline const Recording& long_nominal_recording() {
+    static const Recording rec = [] {
+        planar_arm::RunOptions opt;
+        opt.cycles = 14;
+        opt.seed = 31;
+        return planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    }();
+    return rec;
+}
+
+inline const Profile& phase_profile() {
+    static const Profile profile = [] {
+        CalibrationOptions opt;
+        opt.window = 20;
+        const NamedRecording nominal[] = {{"nominal14.csv", &long_nominal_recording()}};
+        return calibrate({"reference.csv", &reference_recording()}, nominal, opt);
+    }();
+    return profile;
+}
+
 }  // namespace warpguard::test

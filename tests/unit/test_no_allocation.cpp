@@ -48,6 +48,19 @@ TEST_CASE("Detector::update does not allocate after construction", "[detector][r
     CHECK(stops > 0);
 }
 
+TEST_CASE("the phase-aware detector does not allocate per sample", "[detector][realtime]") {
+    Detector detector(test::phase_profile());
+    const Recording& rec = test::nominal_recording();
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    for (std::size_t i = 0; i < 50; ++i) detector.update(rec.sample(i, tau, q));  // warm-up
+    const std::size_t before = g_allocations.load();
+    std::size_t stops = 0;
+    for (std::size_t i = 50; i < rec.size(); ++i) stops += detector.update(rec.sample(i, tau, q)).stop();
+    CHECK(g_allocations.load() == before);
+    CHECK(detector.updates() == rec.size());
+    (void)stops;
+}
+
 TEST_CASE("the KA-mDTW detector does not allocate per sample either", "[detector][realtime]") {
     Profile p = test::planar_profile();
     p.method = MatchingMethod::KaMdtw;

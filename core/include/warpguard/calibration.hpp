@@ -46,9 +46,12 @@ struct CalibrationOptions {
     std::size_t persistence = 2;
     // False stops per this many nominal cycles the margin is fitted for (issue 8's target: 1 / 1000).
     double target_cycles_per_false_stop = 1000.0;
-    // Drift time constant in cycles: friction warms up over hundreds of cycles; one cycle's
-    // unusual event cannot move the estimate much. 0 switches drift tracking off.
-    double drift_cycles = 10.0;
+    // Friction drift: time constant in cycles of the friction model learned in operation (a Coulomb
+    // and a viscous term per joint, from every sample well inside its threshold). Three cycles
+    // follow a robot warming up by 0.5 % of its friction per cycle (10: 149 false stops in 60 such
+    // cycles of the planar arm, 3: 2); two parameters per joint cannot take the shape of a single
+    // contact. 0 switches drift tracking off.
+    double drift_cycles = 3.0;
     // CUSUM reference: ratios (deviation / the phase's largest nominal deviation) above it accumulate.
     // Half the nominal maximum: nominal deviations rarely stay there, a slow push does. 0 = no CUSUM.
     double cusum_reference = 0.5;

@@ -16,6 +16,7 @@
 // All storage is allocated in the constructor; update() does not allocate.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,8 +41,8 @@ struct JointEvaluation {
     // The newest sample against the partner shared by all joints (every detector computes it).
     AbsoluteDifference shared;
     double cusum = 0.0;  // phase-aware: accumulated ratio over the CUSUM reference
-    // Phase-aware detector only: the drift estimate at the matched phase, the threshold there, and
-    // |deviation - drift| / threshold (> 1 is over).
+    // Phase-aware detector only: the friction drift taken off the newest sample, the threshold at
+    // the matched phase, and |deviation| / threshold (> 1 is over).
     double drift = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
@@ -65,13 +66,11 @@ public:
     std::size_t updates() const { return updates_; }
     // Measurement samples whose lever length was below the minimum and was clamped (KA-mDTW only).
     std::size_t clamped_levers() const { return clamped_levers_; }
-    // Phase-aware detector: the drift learned so far, per joint and reference sample (the visible
-    // record of adaptation; empty for the published detector).
     // A joint's noise level estimated from the reference (signal units).
     double noise_scale(std::size_t joint) const { return noise_scale_[joint]; }
-    std::span<const double> drift(std::size_t joint) const {
-        return joint < drift_.size() ? std::span<const double>(drift_[joint]) : std::span<const double>();
-    }
+    // Phase-aware detector: the friction drift learned so far per joint (the visible record of
+    // adaptation): {Coulomb term in signal units, viscous term in signal units per rad/s}.
+    std::array<double, 2> friction_drift(std::size_t joint) const { return friction_[joint]; }
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
@@ -91,6 +90,7 @@ public:
 private:
     Decision fault(const Sample& sample) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
+    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -101,12 +101,20 @@ private:
     std::vector<std::vector<PathStep>> paths_;     // published matcher only
     std::vector<JointEvaluation> evaluations_;
     std::vector<double> levers_;                   // scratch for KA-mDTW
-    std::vector<std::vector<double>> drift_;       // phase-aware: per joint, per reference sample
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
     std::vector<double> cusum_;                    // phase-aware: CUSUM per joint
     std::vector<double> noise_scale_;              // per joint, from the reference: scores the shared partner
     std::vector<double> angle_scale_;              // per joint, from the reference's angles
     std::size_t shared_ = 0;                       // the last shared partner
+    // Friction drift model (phase-aware), per joint: deviation = c * qd / (|qd| + v0) + v * qd.
+    static constexpr double kCoulombVelocity = 0.01;  // rad/s: v0, about the encoder noise's velocity floor
+    static constexpr double kFrictionRidge = 1.0;     // weight of the prior "no drift", in samples
+    std::vector<double> previous_q_, velocity_, correction_;
+    double previous_t_ = 0.0;
+    bool has_previous_ = false;
+    std::vector<std::array<double, 2>> friction_;
+    std::vector<std::array<double, 5>> friction_normal_;  // EW sums: x0x0, x0x1, x1x1, x0y, x1y
+    std::vector<double> velocity_scale_;
     bool has_shared_ = false;
     static constexpr std::size_t kPartnerSlack = 2;
     std::size_t head_ = 0;                         // ring index of the oldest sample

@@ -23,8 +23,9 @@ MatchingMethod parse_matching_method(const std::string& text);
 //   published    thesis §3.2.3: rule 1 (|a(m) - b| > k sigma, one threshold per joint) and rule 2.
 //   phase-aware  the default: rule 1 against a threshold per reference sample (the largest nominal
 //                deviation near that phase of the task, times a margin fitted to the per-cycle
-//                maxima of held-out calibration cycles), a slow per-phase drift estimate that never
-//                learns from a deviation over half its threshold, and a few samples of persistence.
+//                maxima of held-out calibration cycles), one partner shared by all joints, a CUSUM for
+//                slow pushes, a friction-drift model per joint learned in operation from samples well
+//                inside the thresholds only, and a few samples of persistence.
 enum class DetectorKind { Published, PhaseAware };
 std::string to_string(DetectorKind kind);
 DetectorKind parse_detector_kind(const std::string& text);
@@ -33,7 +34,7 @@ struct PhaseAwareSettings {
     std::size_t neighbourhood = 0;  // +- reference samples pooled into a phase's statistics
     std::size_t persistence = 2;    // consecutive samples over the threshold before STOP
     double margin = 1.0;            // threshold = margin x pooled nominal maximum
-    double drift_rate = 0.0;        // per-visit weight of the drift estimate (0: no drift tracking)
+    double drift_rate = 0.0;        // per-sample forgetting of the friction-drift model (0: no drift tracking)
     double cusum_reference = 0.5;   // ratio (deviation / pooled maximum) that starts to accumulate
     double cusum_limit = 0.0;       // accumulated ratio that means STOP (0: no CUSUM rule)
     std::vector<std::vector<double>> rule1;  // [joint][reference sample] threshold on |deviation - drift|
