@@ -153,6 +153,22 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
     }
 }
 
+std::optional<protocol::Reply> LiveRobot::handshake_reply() {
+    if (fd_ < 0) return std::nullopt;
+    bool malformed = false;
+    return read_reply(options_.handshake.timeout, malformed);
+}
+
+std::optional<protocol::Reply> LiveRobot::exchange(const std::string& line) {
+    if (fd_ < 0) return std::nullopt;
+    if (::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+        disconnect();
+        return std::nullopt;
+    }
+    bool malformed = false;
+    return read_reply(options_.handshake.timeout, malformed);
+}
+
 void LiveRobot::hold(double t, const std::string& reason) {
     if (held_) return;
     held_ = true;

@@ -44,6 +44,13 @@ public:
     LiveRobot(const LiveRobot&) = delete;
     LiveRobot& operator=(const LiveRobot&) = delete;
 
+    // A request/reply link outside the sample loop (the identification procedure, PROTOCOL.md §5):
+    // connect and send the handshake, then one line per call with the reply read exactly as the
+    // vendor's script reads it (nullopt: no reply within the handshake's timeout or the link is lost).
+    bool open() { return connect_now(); }
+    std::optional<protocol::Reply> handshake_reply();
+    std::optional<protocol::Reply> exchange(const std::string& line);
+
     // The cell's per-sample hook.
     Reply on_sample(const Sample& sample);
 

@@ -74,7 +74,12 @@ int main(int argc, char** argv) {
     std::size_t check_count = 1000;
     auto* ident = app.add_subcommand("identify", "Move one joint at a time and write the tracked point as the controller reports it (POINTS.csv)");
     ident->add_option("--robot", ident_robot, "Robot description JSON (samples/robots/)")->required()->check(CLI::ExistingFile);
-    ident->add_option("--out", out, "POINTS.csv to write (joint,q1..qN,x,y,z)")->required();
+    ident->add_option("--out", out, "POINTS.csv to write (joint,q1..qN,x,y,z)");
+    std::string ident_connect, ident_vendor = "ur", ident_id;
+    ident->add_option("--connect", ident_connect, "Report the points to warpguardd's robot port instead (HOST:PORT, PROTOCOL.md §5)");
+    ident->add_option("--vendor", ident_vendor, "With --connect: script to behave like: ur, abb or denso")
+        ->capture_default_str()->check(CLI::IsMember({"ur", "abb", "denso"}));
+    ident->add_option("--id", ident_id, "With --connect: robot id in the handshake");
     ident->add_option("--points-per-joint", procedure.points_per_joint, "Angles per joint over its range")->capture_default_str()->check(CLI::Range(3, 10000));
     ident->add_option("--home", home_text, "Home configuration q1,...,qN in rad (default: 0, or near the limit closest to 0)");
     ident->add_option("--tracked-point", tracked_text, "Tracked point x,y,z in the tool frame, m (not on the last axis)")->capture_default_str();
@@ -113,7 +118,42 @@ int main(int argc, char** argv) {
                 procedure.tracked_point = Eigen::Vector3d(v[0], v[1], v[2]);
             }
             procedure.noise = noise_mm * 1e-3;
+            if (out.empty() == ident_connect.empty()) throw std::invalid_argument("give exactly one of --out POINTS.csv and --connect HOST:PORT");
             const auto points = sim::run_identification_procedure(robot, procedure);
+            if (!ident_connect.empty()) {
+                if (ident_id.empty()) throw std::invalid_argument("--connect needs --id ROBOT_ID (as configured in warpguardd)");
+                const auto colon = ident_connect.rfind(':');
+                if (colon == std::string::npos) throw std::invalid_argument(fmt::format("--connect '{}' is not HOST:PORT", ident_connect));
+                sim::LiveOptions live;
+                live.host = ident_connect.substr(0, colon);
+                live.port = static_cast<std::uint16_t>(std::stoi(ident_connect.substr(colon + 1)));
+                live.handshake = sim::vendor_handshake(ident_vendor == "ur" ? protocol::Vendor::UR : ident_vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso, ident_id, SignalKind::Torque, SignalUnit::Nm, robot.dof());
+                live.handshake.framing = protocol::Framing::Ident;
+                // The procedure waits for each reply as long as the script does: its handshake timeout
+                // is the sample link's, but a point is sent only when the robot stands still.
+                sim::LiveRobot link(live);
+                if (!link.open()) throw std::runtime_error(fmt::format("cannot connect to {}", ident_connect));
+                const auto hello = link.handshake_reply();
+                if (hello != protocol::Reply::Continue) {
+                    throw std::runtime_error(fmt::format("warpguardd refused the identification link (see its log; is the procedure armed? "
+                                                         "warpguard ctl identify-start {})", ident_id));
+                }
+                const auto send = [&](const std::string& line) {
+                    const auto r = link.exchange(line);
+                    if (r != protocol::Reply::Continue) {
+                        throw std::runtime_error(fmt::format("warpguardd answered {} to '{}'", r ? "STOP" : "nothing",
+                                                             line.substr(0, line.size() - 1)));
+                    }
+                };
+                for (const auto& p : points) {
+                    send(protocol::encode_ident_angles(p.joint, p.q, live.handshake.angles));
+                    send(protocol::encode_ident_point(p.p.x(), p.p.y(), p.p.z()));
+                }
+                send("IE\n");
+                std::printf("%zu points (%zu per joint) of %s's tracked point reported to %s as robot %s, noise %.3f mm\n", points.size(),
+                            procedure.points_per_joint, robot.name.c_str(), ident_connect.c_str(), ident_id.c_str(), noise_mm);
+                return 0;
+            }
             write_tracked_points_csv(out, points);
             std::printf("%s: %zu points (%zu per joint) of %s's tracked point, noise %.3f mm\n", out.c_str(), points.size(),
                         procedure.points_per_joint, robot.name.c_str(), noise_mm);

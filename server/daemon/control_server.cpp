@@ -71,6 +71,40 @@ json feed_point(const FeedPoint& p) {
 // reference, every later sample is the nominal data the thresholds are learnt from.
 json calibrate_command(DaemonContext& c, const json& request) {
     auto session = robot(c, request);
+    CalibrationOptions options;
+    options.reference_cycles = arg<std::size_t>(request, "reference_cycles", options.reference_cycles);
+    options.window = arg<std::size_t>(request, "window", options.window);
+    options.k_sigma = arg<double>(request, "k", options.k_sigma);
+    options.rule2_margin = arg<double>(request, "margin", options.rule2_margin);
+    options.detector = parse_detector_kind(arg<std::string>(request, "detector", to_string(options.detector)));
+    options.method = parse_matching_method(arg<std::string>(request, "method", "mdtw"));
+    if (options.method == MatchingMethod::KaMdtw) {
+        // KA-mDTW scales by lever lengths from the robot's kinematic model: the latest stored one
+        // (identified by the procedure or set from a preset) unless a model id is given.
+        const std::int64_t model_id = arg<std::int64_t>(request, "model", 0);
+        const auto stored = model_id == 0 ? c.store.latest_model(session->id()) : c.store.model(model_id);
+        if (!stored) {
+            throw CommandError(model_id == 0 ? fmt::format("robot '{}' has no kinematic model for KA-mDTW: run the identification procedure "
+                                                           "(identify_start) or set a model (set_model) first",
+                                                           session->id())
+                                             : fmt::format("model {} does not exist", model_id));
+        }
+        if (stored->at("robot").get<std::string>() != session->id()) {
+            throw CommandError(fmt::format("model {} belongs to robot '{}', not '{}'", stored->at("id").get<std::int64_t>(),
+                                           stored->at("robot").get<std::string>(), session->id()));
+        }
+        std::vector<double> force = arg<std::vector<double>>(request, "force", {0.0, 0.0, -1.0});
+        if (force.size() != 3) throw CommandError(fmt::format("'force' has {} values; expected [x, y, z]", force.size()));
+        KinematicsSettings k{dh_model_from_json(stored->at("model")),
+                             ForceDirection::make(parse_force_frame(arg<std::string>(request, "force_frame", "base")),
+                                                  Eigen::Vector3d(force[0], force[1], force[2])),
+                             arg<double>(request, "min_lever", kDefaultMinLever)};
+        if (k.model.dof() != session->joints()) {
+            throw CommandError(fmt::format("model {} has {} joints; robot '{}' has {}", stored->at("id").get<std::int64_t>(), k.model.dof(),
+                                           session->id(), session->joints()));
+        }
+        options.kinematics = std::move(k);
+    }
     std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
     if (recording_id == 0) {
         const json all = c.store.recordings(session->id());
@@ -82,12 +116,6 @@ json calibrate_command(DaemonContext& c, const json& request) {
     if (meta->at("robot").get<std::string>() != session->id()) {
         throw CommandError(fmt::format("recording {} belongs to robot '{}', not '{}'", recording_id, meta->at("robot").get<std::string>(), session->id()));
     }
-    CalibrationOptions options;
-    options.reference_cycles = arg<std::size_t>(request, "reference_cycles", options.reference_cycles);
-    options.window = arg<std::size_t>(request, "window", options.window);
-    options.k_sigma = arg<double>(request, "k", options.k_sigma);
-    options.rule2_margin = arg<double>(request, "margin", options.rule2_margin);
-    options.detector = parse_detector_kind(arg<std::string>(request, "detector", to_string(options.detector)));
     const std::string path = meta->at("path").get<std::string>();
     const Recording rec = read_recording(path);
     const auto cycles = rec.complete_cycles();
@@ -208,6 +236,29 @@ json handle_command(DaemonContext& c, const json& request) {
         return *e;
     }
     if (cmd == "reference") return {{"reference", robot(c, request)->reference_summary()}};
+    if (cmd == "identify_start") {
+        std::optional<double> flange;
+        if (request.contains("flange_offset")) flange = required<double>(request, "flange_offset");
+        return robot(c, request)->arm_identification(flange, by);
+    }
+    if (cmd == "set_model") {
+        // A preset or a model identified elsewhere (warpguard identify dh): stored like an identified one.
+        auto s = robot(c, request);
+        if (!request.contains("model") || !request["model"].is_object()) throw CommandError("'model' must be a kinematic model object");
+        DhModel m = dh_model_from_json(request["model"]);
+        if (m.dof() != s->joints()) {
+            throw CommandError(fmt::format("the model has {} joints; robot '{}' has {}", m.dof(), s->id(), s->joints()));
+        }
+        const std::int64_t model_id = c.store.add_model(s->id(), request["model"]);
+        s->note_model(model_id, by);
+        return {{"model_id", model_id}};
+    }
+    if (cmd == "identification") {
+        auto s = robot(c, request);
+        json out = s->identification_status();
+        if (const auto m = c.store.latest_model(s->id())) out["latest_model"] = *m;
+        return out;
+    }
     if (cmd == "script") {
         scripts::ScriptOptions o;
         o.host = required<std::string>(request, "host");
@@ -226,7 +277,8 @@ json handle_command(DaemonContext& c, const json& request) {
         return {{"files", out}};
     }
     throw CommandError(fmt::format("unknown command '{}' (known: ping, robots, robot, add_robot, remove_robot, record_start, record_stop, "
-                                   "recordings, calibrate, profiles, activate, mode, resume, events, event, reference, script, subscribe)",
+                                   "recordings, calibrate, profiles, activate, mode, resume, events, event, reference, script, identify_start, "
+                                   "identification, set_model, subscribe)",
                                    cmd));
 }
 

@@ -155,6 +155,21 @@ private:
                    h.vendor);
             return;
         }
+        if (h.framing == protocol::Framing::Ident) {
+            // The identification procedure's own link: lines, one reply each; never a sample link.
+            const RobotSession::Attach a = session->attach_identification(id_, h, remote_);
+            if (!a.accepted) {
+                spdlog::warn("robot link {}: {}", id_, a.reason);
+                reply(protocol::Reply::Stop);
+                close(a.reason);
+                return;
+            }
+            session_ = std::move(session);
+            ident_ = true;
+            consume(consumed);
+            reply(a.reply);
+            return;
+        }
         const RobotSession::Attach a = session->attach(id_, h, remote_);
         if (!a.accepted) {
             spdlog::warn("robot link {}: {}", id_, a.reason);
@@ -169,9 +184,28 @@ private:
     }
 
     void process(Clock::time_point received) {
-        if (!decoder_) {
+        if (!decoder_ && !ident_) {
             handshake();
-            if (!decoder_) return;
+            if (!decoder_ && !ident_) return;
+        }
+        if (ident_) {
+            while (fill_ > 0 && !closed_) {
+                const char* end = static_cast<const char*>(std::memchr(buffer_.data(), '\n', fill_));
+                if (!end) {
+                    if (fill_ > protocol::kMaxLine) {
+                        reply(protocol::Reply::Stop);
+                        close("identification line longer than the limit");
+                    }
+                    break;
+                }
+                std::size_t len = static_cast<std::size_t>(end - buffer_.data());
+                const std::size_t consumed = len + 1;
+                if (len > 0 && buffer_[len - 1] == '\r') --len;
+                const protocol::Reply r = session_->on_ident_line(id_, std::string_view(buffer_.data(), len));
+                consume(consumed);
+                reply(r);
+            }
+            return;
         }
         while (fill_ > 0 && !closed_) {
             const protocol::DecodeResult r = decoder_->next(std::span<const char>(buffer_.data(), fill_), frame_);
@@ -200,7 +234,8 @@ private:
         timer_.cancel();
         socket_.shutdown(tcp::socket::shutdown_both, ec);
         socket_.close(ec);
-        if (session_) session_->detach(id_, why);
+        if (session_ && ident_) session_->detach_identification(id_, why);
+        else if (session_) session_->detach(id_, why);
         else spdlog::info("robot link {} closed: {}", id_, why);
     }
 
@@ -216,6 +251,7 @@ private:
     std::size_t fill_ = 0;
     protocol::Vendor vendor_ = protocol::Vendor::UR;
     std::optional<protocol::SampleDecoder> decoder_;
+    bool ident_ = false;  // an identification procedure's link
     protocol::SampleFrame frame_;
     std::shared_ptr<RobotSession> session_;
     bool closed_ = false;

@@ -58,6 +58,148 @@ RobotSession::RobotSession(RobotConfig config, Store& store, SessionSettings set
 
 RobotSession::~RobotSession() {
     if (record_file_) std::fclose(record_file_);
+    if (ident_worker_.joinable()) ident_worker_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kinematic identification procedure (PROTOCOL.md §5)
+
+nlohmann::json RobotSession::arm_identification(std::optional<double> flange_offset, const std::string& by) {
+    {
+        auto lk = lock();
+        if (ident_state_ == "collecting" || ident_state_ == "identifying") {
+            throw std::invalid_argument(fmt::format("robot '{}' is {} an identification now", config_.id, ident_state_));
+        }
+        ident_armed_ = true;
+        ident_flange_offset_ = flange_offset;
+        ident_points_.clear();
+        ident_pending_.reset();
+        ident_state_ = "armed";
+        ident_result_ = nlohmann::json();
+    }
+    event("identify", fmt::format("identification armed by {}: start the robot's identification program", by));
+    return identification_status();
+}
+
+void RobotSession::note_model(std::int64_t model_id, const std::string& by) {
+    event("identify", fmt::format("kinematic model {} set by {}", model_id, by));
+}
+
+nlohmann::json RobotSession::identification_status() {
+    auto lk = lock();
+    nlohmann::json out = {{"robot", config_.id}, {"state", ident_state_}, {"points", ident_points_.size()}};
+    if (!ident_result_.is_null()) out["result"] = ident_result_;
+    return out;
+}
+
+RobotSession::Attach RobotSession::attach_identification(std::uint64_t link, const protocol::Handshake& h, const std::string& remote) {
+    Attach a;
+    auto lk = lock();
+    if (!ident_armed_) {
+        a.reason = fmt::format("robot '{}': identification link from {} refused: the procedure is not armed (warpguard ctl identify-start {})",
+                               config_.id, remote, config_.id);
+    } else if (h.vendor != config_.vendor || h.joints != config_.joints) {
+        a.reason = fmt::format("robot '{}': identification link refused: {} with {} joints, configured {} with {}", config_.id,
+                               protocol::to_string(h.vendor), h.joints, protocol::to_string(config_.vendor), config_.joints);
+    } else if (ident_link_ != 0) {
+        a.reason = fmt::format("robot '{}': a second identification link from {} refused (one is running)", config_.id, remote);
+    }
+    if (!a.reason.empty()) {
+        lk.unlock();
+        event("refused", a.reason);
+        return a;
+    }
+    ident_link_ = link;
+    ident_handshake_ = h;
+    ident_state_ = "collecting";
+    a.accepted = true;
+    a.reply = protocol::Reply::Continue;
+    lk.unlock();
+    event("identify", fmt::format("identification procedure connected from {}", remote));
+    return a;
+}
+
+protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view line) {
+    std::unique_lock lk(mutex_);
+    if (link != ident_link_) return protocol::Reply::Stop;
+    protocol::IdentLine msg;
+    try {
+        msg = protocol::parse_ident_line(line, config_.joints, ident_handshake_.angles);
+    } catch (const protocol::ProtocolError& e) {
+        ident_state_ = "failed";
+        ident_result_ = {{"error", e.what()}};
+        lk.unlock();
+        event("identify", fmt::format("identification failed: {}", e.what()));
+        return protocol::Reply::Stop;
+    }
+    if (msg.kind == protocol::IdentLine::Kind::Angles) {
+        TrackedPointSample sample;
+        sample.joint = msg.joint;
+        sample.q.assign(msg.q.begin(), msg.q.begin() + static_cast<std::ptrdiff_t>(config_.joints));
+        sample.line = ident_points_.size() + 1;
+        ident_pending_ = std::move(sample);
+        return protocol::Reply::Continue;
+    }
+    if (msg.kind == protocol::IdentLine::Kind::Point) {
+        if (!ident_pending_) {
+            ident_state_ = "failed";
+            ident_result_ = {{"error", "an IP line without its IQ line"}};
+            lk.unlock();
+            event("identify", "identification failed: an IP line without its IQ line");
+            return protocol::Reply::Stop;
+        }
+        ident_pending_->p = Eigen::Vector3d(msg.p[0], msg.p[1], msg.p[2]);
+        ident_points_.push_back(std::move(*ident_pending_));
+        ident_pending_.reset();
+        return protocol::Reply::Continue;
+    }
+    // IE: identify off the robot's link, on a worker thread.
+    ident_state_ = "identifying";
+    ident_armed_ = false;
+    std::vector<TrackedPointSample> points = ident_points_;
+    DhIdentifyOptions options;
+    options.flange_offset = ident_flange_offset_;
+    if (ident_worker_.joinable()) ident_worker_.join();
+    ident_worker_ = std::thread([this, points = std::move(points), options] {
+        nlohmann::json result;
+        std::string reason;
+        bool ok = false;
+        try {
+            const DhIdentification id = identify_dh(points, options);
+            const nlohmann::json model = to_json(id);
+            const std::int64_t model_id = store_.add_model(config_.id, model);
+            result = {{"model_id", model_id}, {"model", model}};
+            reason = fmt::format("model {} identified from {} points: fit rms {:.3f} mm, max {:.3f} mm{}", model_id, points.size(),
+                                 id.fk_rms * 1e3, id.fk_max * 1e3,
+                                 id.warnings.empty() ? "" : fmt::format(" ({} warning(s))", id.warnings.size()));
+            ok = true;
+        } catch (const std::exception& e) {
+            result = {{"error", e.what()}};
+            reason = fmt::format("identification failed: {}", e.what());
+        }
+        {
+            auto lk2 = lock();
+            ident_state_ = ok ? "done" : "failed";
+            ident_result_ = result;
+        }
+        event("identify", reason);
+    });
+    return protocol::Reply::Continue;
+}
+
+void RobotSession::detach_identification(std::uint64_t link, const std::string& why) {
+    std::string state;
+    {
+        auto lk = lock();
+        if (link != ident_link_) return;
+        ident_link_ = 0;
+        if (ident_state_ == "collecting") {
+            ident_state_ = "failed";
+            ident_result_ = {{"error", "the procedure's link closed before IE: " + why}};
+        }
+        state = ident_state_;
+    }
+    event("identify", fmt::format("identification link closed ({}): {}", state, why));
 }
 
 // Evidence storage for the profile's joints and window, reserved off the per-sample path.

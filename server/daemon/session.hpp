@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "config.hpp"
 #include "store.hpp"
 #include "warpguard/detector.hpp"
+#include "warpguard/identification.hpp"
 #include "wire_protocol.hpp"
 
 namespace warpguard::daemon {
@@ -70,6 +72,7 @@ public:
 
     const RobotConfig& config() const { return config_; }
     const std::string& id() const { return config_.id; }
+    std::size_t joints() const { return config_.joints; }
 
     // Robot link side. attach() checks the handshake against the configuration; on refusal the
     // reason names the offending value and the link must close after sending the STOP reply.
@@ -100,6 +103,16 @@ public:
     std::uint64_t feed(std::uint64_t after, std::size_t decimate, std::vector<FeedPoint>& out);
     // The active profile's reference (for the panel's charts), or null.
     nlohmann::json reference_summary();
+
+    // Kinematic identification procedure (PROTOCOL.md §5): armed through the control API, then a
+    // second link of the robot (framing "ident") reports the tracked point joint by joint; at its
+    // end the daemon identifies the DH model (worker thread) and stores it.
+    Attach attach_identification(std::uint64_t link, const protocol::Handshake& handshake, const std::string& remote);
+    protocol::Reply on_ident_line(std::uint64_t link, std::string_view line);
+    void detach_identification(std::uint64_t link, const std::string& why);
+    nlohmann::json arm_identification(std::optional<double> flange_offset, const std::string& by);
+    nlohmann::json identification_status();
+    void note_model(std::int64_t model_id, const std::string& by);  // a model set through the control API
 
     // Restores mode, latch and profile from the store (at start).
     void restore(const RobotState& state, std::optional<Profile> profile);
@@ -145,6 +158,17 @@ private:
     SessionSettings settings_;
     EventCallback on_event_;
     mutable std::mutex mutex_;
+
+    // Identification procedure.
+    bool ident_armed_ = false;
+    std::uint64_t ident_link_ = 0;
+    std::optional<double> ident_flange_offset_;
+    std::vector<TrackedPointSample> ident_points_;
+    std::optional<TrackedPointSample> ident_pending_;
+    protocol::Handshake ident_handshake_;
+    std::string ident_state_ = "idle";  // idle, armed, collecting, identifying, done, failed
+    nlohmann::json ident_result_;
+    std::thread ident_worker_;
 
     // Mode, latch, profile.
     Mode mode_ = Mode::Idle;

@@ -77,6 +77,8 @@ CREATE TABLE IF NOT EXISTS recordings (id INTEGER PRIMARY KEY AUTOINCREMENT, rob
   started TEXT NOT NULL, ended TEXT NOT NULL, samples INTEGER NOT NULL, cycles INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS profiles (id INTEGER PRIMARY KEY AUTOINCREMENT, robot TEXT NOT NULL, created TEXT NOT NULL,
   recording_id INTEGER NOT NULL, summary TEXT NOT NULL, profile TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS models (id INTEGER PRIMARY KEY AUTOINCREMENT, robot TEXT NOT NULL, created TEXT NOT NULL,
+  model TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, robot TEXT NOT NULL, time TEXT NOT NULL,
   kind TEXT NOT NULL, reason TEXT NOT NULL, seq INTEGER, cycle INTEGER, joint INTEGER, rule TEXT, value REAL,
   threshold REAL, evidence TEXT);
@@ -205,6 +207,30 @@ std::int64_t Store::add_profile(const std::string& robot, std::int64_t recording
     s.bind(1, robot).bind(2, now_iso()).bind(3, recording_id).bind(4, summary.dump()).bind(5, profile_json);
     s.step();
     return sqlite3_last_insert_rowid(db_);
+}
+
+std::int64_t Store::add_model(const std::string& robot, const nlohmann::json& model) {
+    std::lock_guard lock(mutex_);
+    Statement s(db_, "INSERT INTO models (robot, created, model) VALUES (?,?,?)");
+    s.bind(1, robot).bind(2, now_iso()).bind(3, model.dump());
+    s.step();
+    return sqlite3_last_insert_rowid(db_);
+}
+
+std::optional<nlohmann::json> Store::latest_model(const std::string& robot) {
+    std::lock_guard lock(mutex_);
+    Statement s(db_, "SELECT id, created, model FROM models WHERE robot = ? ORDER BY id DESC LIMIT 1");
+    s.bind(1, robot);
+    if (!s.step()) return std::nullopt;
+    return nlohmann::json{{"id", s.integer(0)}, {"robot", robot}, {"created", s.text(1)}, {"model", nlohmann::json::parse(s.text(2))}};
+}
+
+std::optional<nlohmann::json> Store::model(std::int64_t id) {
+    std::lock_guard lock(mutex_);
+    Statement s(db_, "SELECT id, robot, created, model FROM models WHERE id = ?");
+    s.bind(1, id);
+    if (!s.step()) return std::nullopt;
+    return nlohmann::json{{"id", s.integer(0)}, {"robot", s.text(1)}, {"created", s.text(2)}, {"model", nlohmann::json::parse(s.text(3))}};
 }
 
 nlohmann::json Store::profiles(const std::string& robot) {

@@ -65,6 +65,10 @@ public:
     std::int64_t add_profile(const std::string& robot, std::int64_t recording_id, const nlohmann::json& summary,
                              const std::string& profile_json);
     nlohmann::json profiles(const std::string& robot);
+    // Kinematic models identified on the robot (thesis 4.2), newest last.
+    std::int64_t add_model(const std::string& robot, const nlohmann::json& model);
+    std::optional<nlohmann::json> latest_model(const std::string& robot);
+    std::optional<nlohmann::json> model(std::int64_t id);
     std::optional<std::string> profile_json(std::int64_t id, std::string* robot = nullptr);
 
     void save_state(const RobotState& s);

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace warpguard::protocol {
 
 namespace {
@@ -126,7 +128,8 @@ Handshake parse_handshake(std::string_view line) {
     if (!number(f[8], timeout) || timeout < 1 || timeout > 1000) refuse("timeout", f[8], "milliseconds from 1 to 1000");
     h.period = period / 1000.0;
     h.timeout = timeout / 1000.0;
-    h.framing = one_of<Framing>("framing", f[9], {{"ascii", Framing::Ascii}, {"binary", Framing::Binary}}, "ascii or binary");
+    h.framing = one_of<Framing>("framing", f[9], {{"ascii", Framing::Ascii}, {"binary", Framing::Binary}, {"ident", Framing::Ident}},
+                                "ascii, binary or ident");
     return h;
 }
 
@@ -134,7 +137,7 @@ std::string encode_handshake(const Handshake& h) {
     return "WG1;" + h.robot_id + ";" + to_string(h.vendor) + ";" + to_string(h.signal) + ";" + to_string(h.unit) + ";" +
            std::to_string(h.joints) + ";" + (h.angles == AngleUnit::Rad ? "rad" : "deg") + ";" +
            std::to_string(std::lround(h.period * 1000.0)) + ";" + std::to_string(std::lround(h.timeout * 1000.0)) + ";" +
-           (h.framing == Framing::Ascii ? "ascii" : "binary") + "\n";
+           (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + "\n";
 }
 
 SampleDecoder::SampleDecoder(const Handshake& h)
@@ -287,5 +290,55 @@ std::string encode_sample_binary(const SampleFrame& s) {
     for (std::size_t j = 0; j < s.joints; ++j) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.angle[j])));
     return out;
 }
+
+IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit angles) {
+    std::vector<std::string_view> f;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= line.size(); ++i) {
+        if (i == line.size() || line[i] == ';') {
+            f.push_back(line.substr(start, i - start));
+            start = i + 1;
+        }
+    }
+    const auto bad = [&](const std::string& field, std::string_view got, const char* expected) {
+        throw ProtocolError(fmt::format("identification line: {} is '{}'; expected {}", field, std::string(got.substr(0, 40)), expected));
+    };
+    const auto real = [&](const std::string& field, std::string_view text) {
+        double v = 0;
+        const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v)) bad(field, text, "a finite number");
+        return v;
+    };
+    IdentLine out;
+    if (f[0] == "IE") {
+        if (f.size() != 1) bad("IE", line, "IE alone");
+        out.kind = IdentLine::Kind::End;
+    } else if (f[0] == "IQ") {
+        if (f.size() != joints + 2) {
+            bad("the field count", std::to_string(f.size()), fmt::format("{}: IQ;joint;q1..q{}", joints + 2, joints).c_str());
+        }
+        std::size_t joint = 0;
+        if (!number(f[1], joint) || joint < 1 || joint > joints) bad("joint", f[1], fmt::format("1 to {}", joints).c_str());
+        out.kind = IdentLine::Kind::Angles;
+        out.joint = joint;
+        const double scale = angles == AngleUnit::Deg ? kDegToRad : 1.0;
+        for (std::size_t j = 0; j < joints; ++j) out.q[j] = real(fmt::format("q{}", j + 1), f[j + 2]) * scale;
+    } else if (f[0] == "IP") {
+        if (f.size() != 4) bad("the field count", std::to_string(f.size()), "4: IP;x;y;z");
+        out.kind = IdentLine::Kind::Point;
+        for (std::size_t k = 0; k < 3; ++k) out.p[k] = real(std::string(1, "xyz"[k]), f[k + 1]);
+    } else {
+        bad("the line type", f[0], "IQ, IP or IE");
+    }
+    return out;
+}
+
+std::string encode_ident_angles(std::size_t joint, std::span<const double> q_rad, AngleUnit angles) {
+    std::string out = fmt::format("IQ;{}", joint);
+    for (double q : q_rad) out += fmt::format(";{:.6f}", angles == AngleUnit::Deg ? q / kDegToRad : q);
+    return out + "\n";
+}
+
+std::string encode_ident_point(double x, double y, double z) { return fmt::format("IP;{:.6f};{:.6f};{:.6f}\n", x, y, z); }
 
 }  // namespace warpguard::protocol

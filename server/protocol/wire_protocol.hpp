@@ -19,7 +19,8 @@ inline constexpr std::size_t kMaxJoints = 16;
 inline constexpr std::size_t kMaxLine = 1024;
 
 enum class Vendor { UR, ABB, Denso };
-enum class Framing { Ascii, Binary };
+// Ident: a link of the kinematic identification procedure (PROTOCOL.md §5), not a sample stream.
+enum class Framing { Ascii, Binary, Ident };
 enum class AngleUnit { Rad, Deg };
 enum class Reply { Continue, Stop };
 
@@ -93,5 +94,20 @@ std::size_t encode_reply(Vendor vendor, Reply reply, std::span<char, 4> out);
 // Encodes a sample the way the robot's task does (used by the simulated robot and the tests).
 std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles);
 std::string encode_sample_binary(const SampleFrame& s);  // float32 fields, as RAPID sends them
+
+// Identification procedure lines (PROTOCOL.md §5), each answered with one reply:
+//   IQ;joint;q1;...;qN   the moving joint (1-based) and every joint's value (handshake angle unit)
+//   IP;x;y;z             the tracked point in the base frame, m (follows its IQ line)
+//   IE                   the procedure is complete
+struct IdentLine {
+    enum class Kind { Angles, Point, End } kind = Kind::End;
+    std::size_t joint = 0;
+    std::array<double, kMaxJoints> q{};  // rad
+    std::array<double, 3> p{};
+};
+// One line without its line end; throws ProtocolError naming the field and value.
+IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit angles);
+std::string encode_ident_angles(std::size_t joint, std::span<const double> q_rad, AngleUnit angles);
+std::string encode_ident_point(double x, double y, double z);
 
 }  // namespace warpguard::protocol

@@ -12,13 +12,20 @@ check() {  # check "description" command...
 }
 
 "$arm" --out ref.csv --cycles 3 --seed 31 >/dev/null || exit 2
-"$arm" --out nom.csv --cycles 4 --seed 32 >/dev/null || exit 2
+"$arm" --out nom.csv --cycles 12 --seed 32 >/dev/null || exit 2
 "$arm" --out col.csv --cycles 6 --seed 33 --collisions 5 --min-force 150 --max-force 300 >/dev/null || exit 2
 
 "$wg" calibrate --reference ref.csv --nominal nom.csv --window 16 --out profile.json > calibrate.txt 2>&1
 check "calibrate exits 0" test $? -eq 0
 check "calibrate writes a profile" grep -q '"format": "warpguard-profile"' profile.json
 check "calibrate prints the thresholds table" grep -q '^3 ' calibrate.txt
+check "calibrate says how the margin was derived" grep -qi 'margin' calibrate.txt
+"$wg" calibrate --detector published --reference ref.csv --nominal nom.csv --window 16 --out published.json > published.txt 2>&1
+check "the published detector calibrates too" grep -q '"detector": "published"' published.json
+"$arm" --out few-nominal.csv --cycles 4 --seed 34 >/dev/null || exit 2
+"$wg" calibrate --reference ref.csv --nominal few-nominal.csv --out x.json > few-nominal.txt 2>&1
+check "the default detector refuses too few nominal cycles" test $? -ne 0
+check "too few nominal cycles is explained" grep -q "nominal cycles" few-nominal.txt
 
 "$wg" evaluate --profile profile.json col.csv --out result.json > evaluate.txt 2>&1
 check "evaluate exits 0" test $? -eq 0
@@ -45,9 +52,9 @@ code=$?
 check "malformed CSV exits non-zero (got $code)" test $code -ne 0
 check "malformed CSV error is one line" test "$(wc -l < bad.txt)" -eq 1
 check "malformed CSV error names file, line and column" grep -q "bad.csv:8:6: column 'tau2' expects a finite number (got 'oops')" bad.txt
-"$wg" calibrate --reference nom.csv --nominal nom.csv --reference-cycles 9 --out x.json > few.txt 2>&1
+"$wg" calibrate --reference nom.csv --nominal nom.csv --reference-cycles 15 --out x.json > few.txt 2>&1
 check "too few reference cycles exits non-zero" test $? -ne 0
-check "too few reference cycles is explained" grep -q "needs 9 complete cycles" few.txt
+check "too few reference cycles is explained" grep -q "needs 15 complete cycles" few.txt
 "$wg" calibrate --reference ref.csv --nominal nom.csv --method ka-mdtw --out x.json > ka.txt 2>&1
 check "KA-mDTW without a model is refused" grep -q "needs --model" ka.txt
 

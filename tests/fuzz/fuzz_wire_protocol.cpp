@@ -32,6 +32,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         return 0;
     }
+    if (mode == 0xff || mode == 0xfe) {
+        // Identification lines (PROTOCOL.md §5): parsed or refused, never anything else.
+        try {
+            const IdentLine l = parse_ident_line(bytes, 6, mode == 0xff ? AngleUnit::Deg : AngleUnit::Rad);
+            if (l.kind == IdentLine::Kind::Angles) {
+                require(l.joint >= 1 && l.joint <= 6);
+                for (std::size_t j = 0; j < 6; ++j) require(std::isfinite(l.q[j]));
+            }
+            if (l.kind == IdentLine::Kind::Point) require(std::isfinite(l.p[0]) && std::isfinite(l.p[1]) && std::isfinite(l.p[2]));
+        } catch (const ProtocolError& e) {
+            require(std::string_view(e.what()).size() > 0);
+        }
+        return 0;
+    }
     Handshake h;
     h.joints = 1 + (mode / 3) % kMaxJoints;
     h.framing = mode % 3 == 1 ? Framing::Ascii : Framing::Binary;

@@ -4,7 +4,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
     daemon_live.py BUILD_DIR SOURCE_DIR TEST
 
-TEST is one of: refusals, detect, kill9. Each prints what it measured and exits non-zero on failure.
+TEST is one of: refusals, detect, kill9, identify. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
 import json, os, signal, socket, subprocess, sys, tempfile, time
 
@@ -267,8 +267,83 @@ def test_kill9(tmp):
             d.stop()
 
 
+def test_identify(tmp):
+    """The identification procedure through the daemon (PROTOCOL.md §5) for each vendor's link:
+    armed through the control API, the simulated controller reports the tracked point, the daemon
+    identifies and stores the model; the stored model reproduces MuJoCo's forward kinematics."""
+    robots = [("ur5e-like", "ur", "cell-ur"), ("irb120-like", "abb", "cell-abb"), ("vp6242-like", "denso", "cell-denso")]
+    d = Daemon(tmp, [{"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque", "unit": "Nm", "joints": 6}
+                     for _, vendor, rid in robots])
+    try:
+        # Not armed: the link is refused with STOP and the log says how to arm it.
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell-ur;ur;torque;Nm;6;rad;2;20;ident\n")
+        check(read_exact(s, 4) == b"\x00\x00\x00\x01", "an identification link that was not armed gets STOP")
+        s.close()
+        time.sleep(0.2)
+        check("the procedure is not armed (warpguard ctl identify-start cell-ur)" in d.log(),
+              "... and the log says how to arm it")
+        # A malformed line fails the procedure with the field named, and nothing is stored.
+        d.ctl("identify-start", "cell-ur")
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell-ur;ur;torque;Nm;6;rad;2;20;ident\n")
+        check(read_exact(s, 4) == b"\x00\x00\x00\x00", "an armed identification link gets CONTINUE")
+        s.sendall(b"IQ;1;0;0;zero;0;0;0\n")
+        check(read_exact(s, 4) == b"\x00\x00\x00\x01", "a malformed identification line gets STOP")
+        s.close()
+        st = d.call({"cmd": "identification", "robot": "cell-ur"})
+        check(st["state"] == "failed" and "q3 is 'zero'" in st["result"]["error"],
+              "... the procedure failed naming the field: %s" % st.get("result"))
+        check("latest_model" not in st, "... and no model was stored")
+        no_model = d.ctl("calibrate", "cell-ur", "--method", "ka-mdtw", check_rc=False)
+        check(no_model.returncode != 0 and "has no kinematic model" in no_model.stderr,
+              "KA-mDTW calibration without a model is refused: %s" % no_model.stderr.strip())
+
+        for name, vendor, rid in robots:
+            desc = os.path.join(SOURCE, "samples", "robots", name + ".json")
+            d.ctl("identify-start", rid)
+            p = subprocess.run([SIM, "identify", "--robot", desc, "--connect", "127.0.0.1:%d" % d.robot_port, "--vendor", vendor,
+                                "--id", rid, "--noise-mm", "0.05", "--seed", "5"], capture_output=True, text=True, timeout=120)
+            check(p.returncode == 0, "%s: the simulated controller reported its points over the %s link: %s" %
+                  (name, vendor, (p.stdout + p.stderr).strip()))
+            st = {}
+            for _ in range(300):
+                st = d.call({"cmd": "identification", "robot": rid})
+                if st["state"] in ("done", "failed"):
+                    break
+                time.sleep(0.05)
+            check(st["state"] == "done", "%s: identified (%s, %d points)" % (name, st["state"], st["points"]))
+            if st["state"] != "done":
+                continue
+            model_path = os.path.join(tmp, rid + "-model.json")
+            with open(model_path, "w") as f:
+                json.dump(st["latest_model"]["model"], f)
+            checks_csv = os.path.join(tmp, rid + "-check.csv")
+            subprocess.run([SIM, "identify", "--robot", desc, "--out", os.path.join(tmp, "unused.csv"), "--check-out", checks_csv,
+                            "--check-count", "1000"], check=True, capture_output=True, timeout=120)
+            c = subprocess.run([CLI, "identify", "check", "--model", model_path, "--points", checks_csv, "--max-mm", "0.5"],
+                               capture_output=True, text=True, timeout=60)
+            check(c.returncode == 0, "%s: the stored model reproduces MuJoCo's FK over 1,000 configurations within 0.5 mm: %s" %
+                  (name, c.stdout.strip()))
+        events = d.ctl("events", "--robot", "cell-denso", "--kind", "identify").stdout
+        check("identified from 144 points" in events, "the identification is in the event log: %s" % events.strip().splitlines()[-1:])
+        # A model from elsewhere (a preset): stored, and refused when its joint count does not fit.
+        bad = os.path.join(tmp, "bad-model.json")
+        with open(os.path.join(tmp, "cell-ur-model.json")) as f:
+            m = json.load(f)
+        m["joints"] = m["joints"][:5]
+        with open(bad, "w") as f:
+            json.dump(m, f)
+        r = d.ctl("set-model", "cell-ur", bad, check_rc=False)
+        check(r.returncode != 0 and "the model has 5 joints; robot 'cell-ur' has 6" in r.stderr, "a 5-joint model is refused: %s" % r.stderr.strip())
+        r = d.ctl("set-model", "cell-ur", os.path.join(tmp, "cell-ur-model.json"), check_rc=False)
+        check(r.returncode == 0 and "stored for robot cell-ur" in r.stdout, "a 6-joint preset is stored: %s" % r.stdout.strip())
+    finally:
+        d.stop()
+
+
 with tempfile.TemporaryDirectory(prefix="warpguard-it-") as tmp:
-    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9}[TEST](tmp)
+    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "identify": test_identify}[TEST](tmp)
     if failures:
         print("%d check(s) failed" % len(failures))
         for name in ("warpguardd.log", "sim.log"):

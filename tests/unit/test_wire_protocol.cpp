@@ -53,8 +53,58 @@ TEST_CASE("a bad handshake names the field, the value and what was expected", "[
     CHECK(error_of("WG1;a;ur;torque;Nm;17;rad;2;20;ascii") == "handshake field joints is '17'; expected an integer from 1 to 16");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;grad;2;20;ascii") == "handshake field angles is 'grad'; expected rad or deg");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;0;20;ascii") == "handshake field period is '0'; expected milliseconds from 1 to 1000");
-    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii or binary");
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii, binary or ident");
     CHECK(error_of("hello") == "handshake has 1 fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing");
+}
+
+namespace {
+std::string ident_error(const std::string& line, std::size_t joints = 6) {
+    try {
+        parse_ident_line(line, joints, AngleUnit::Rad);
+    } catch (const ProtocolError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+}  // namespace
+
+TEST_CASE("identification lines (PROTOCOL.md 5) are read exactly and written byte for byte", "[protocol]") {
+    CHECK(parse_handshake("WG1;irb120;abb;torque;Nm;6;deg;4;150;ident").framing == Framing::Ident);
+    CHECK(encode_handshake(parse_handshake("WG1;irb120;abb;torque;Nm;6;deg;4;150;ident")) == "WG1;irb120;abb;torque;Nm;6;deg;4;150;ident\n");
+    const IdentLine q = parse_ident_line("IQ;3;0;-1.5707963;0.25;1e-3;0;3.14159", 6, AngleUnit::Rad);
+    CHECK(q.kind == IdentLine::Kind::Angles);
+    CHECK(q.joint == 3);
+    CHECK(q.q[1] == -1.5707963);
+    CHECK(q.q[3] == 1e-3);
+    CHECK(q.q[5] == 3.14159);
+    const IdentLine d = parse_ident_line("IQ;2;0;90;-45;0;0;180", 6, AngleUnit::Deg);
+    CHECK(d.q[1] == Approx(M_PI / 2).epsilon(1e-15));
+    CHECK(d.q[2] == Approx(-M_PI / 4).epsilon(1e-15));
+    const IdentLine p = parse_ident_line("IP;0.412;-0.1335;0.6001", 6, AngleUnit::Rad);
+    CHECK(p.kind == IdentLine::Kind::Point);
+    CHECK(p.p[0] == 0.412);
+    CHECK(p.p[1] == -0.1335);
+    CHECK(p.p[2] == 0.6001);
+    CHECK(parse_ident_line("IE", 6, AngleUnit::Rad).kind == IdentLine::Kind::End);
+    const double angles[6] = {0.0, -1.5, 0.25, 1.0e-3, 0.0, 3.0};
+    CHECK(encode_ident_angles(4, angles, AngleUnit::Rad) == "IQ;4;0.000000;-1.500000;0.250000;0.001000;0.000000;3.000000\n");
+    const double right[2] = {M_PI / 2, -M_PI};
+    CHECK(encode_ident_angles(1, right, AngleUnit::Deg) == "IQ;1;90.000000;-180.000000\n");
+    CHECK(encode_ident_point(0.4, -0.05, 1.25) == "IP;0.400000;-0.050000;1.250000\n");
+    // What is written is read back to the printed precision.
+    const std::string line = encode_ident_angles(4, angles, AngleUnit::Rad);
+    CHECK(parse_ident_line(line.substr(0, line.size() - 1), 6, AngleUnit::Rad).q[2] == 0.25);
+}
+
+TEST_CASE("a bad identification line names the field, the value and what was expected", "[protocol]") {
+    CHECK(ident_error("IQ;1;0;0;zero;0;0;0") == "identification line: q3 is 'zero'; expected a finite number");
+    CHECK(ident_error("IQ;7;0;0;0;0;0;0") == "identification line: joint is '7'; expected 1 to 6");
+    CHECK(ident_error("IQ;1;0;0;0") == "identification line: the field count is '5'; expected 8: IQ;joint;q1..q6");
+    CHECK(ident_error("IP;0;0") == "identification line: the field count is '3'; expected 4: IP;x;y;z");
+    CHECK(ident_error("IP;0;nan;0") == "identification line: y is 'nan'; expected a finite number");
+    CHECK(ident_error("IE;1") == "identification line: IE is 'IE;1'; expected IE alone");
+    CHECK(ident_error("XX;1") == "identification line: the line type is 'XX'; expected IQ, IP or IE");
+    CHECK(ident_error("") == "identification line: the line type is ''; expected IQ, IP or IE");
 }
 
 TEST_CASE("ASCII samples are decoded exactly, one line at a time, degrees converted", "[protocol]") {

@@ -30,7 +30,10 @@ struct CtlArgs {
     std::int64_t id = 0, after = 0, recording = 0;
     std::size_t limit = 50, reference_cycles = 2, window = 0;
     double k = 0, margin = 0, timeout = 60, seconds = 0;
-    std::string detector;
+    std::string detector, method, force_frame, model_file;
+    std::int64_t model = 0;
+    double flange_offset = 0;
+    bool has_flange_offset = false;
     std::int64_t cycle = -1;
     bool activate = false;
     std::string raw;
@@ -132,6 +135,9 @@ void register_ctl(CLI::App& app) {
                              if (x.k > 0) r["k"] = x.k;
                              if (x.margin > 0) r["margin"] = x.margin;
                              if (!x.detector.empty()) r["detector"] = x.detector;
+                             if (!x.method.empty()) r["method"] = x.method;
+                             if (!x.force_frame.empty()) r["force_frame"] = x.force_frame;
+                             if (x.model) r["model"] = x.model;
                              return r;
                          },
                          [](const CtlArgs&, const nlohmann::json& j) {
@@ -167,7 +173,61 @@ void register_ctl(CLI::App& app) {
         c->add_option("--margin", a->margin, "Rule 2: theta2 = margin * nominal maximum (default 1.2)");
         c->add_option("--detector", a->detector, "phase-aware (default; needs >= 10 nominal cycles) or published")
             ->check(CLI::IsMember({"phase-aware", "published"}));
+        c->add_option("--method", a->method, "mdtw (default) or ka-mdtw (needs the robot's kinematic model)")
+            ->check(CLI::IsMember({"mdtw", "ka-mdtw"}));
+        c->add_option("--force-frame", a->force_frame, "KA-mDTW: frame of the force direction, base (default) or tool")
+            ->check(CLI::IsMember({"base", "tool"}));
+        c->add_option("--model", a->model, "KA-mDTW: kinematic model id (default: the robot's latest)");
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
+    }
+    {
+        auto* c = simple("identify-start",
+                         "Arm the kinematic identification procedure; then start the robot's identification program",
+                         [](const CtlArgs& x) {
+                             nlohmann::json r{{"cmd", "identify_start"}, {"robot", x.robot}};
+                             if (x.has_flange_offset) r["flange_offset"] = x.flange_offset;
+                             return r;
+                         },
+                         [](const CtlArgs& x, const nlohmann::json& j) {
+                             std::printf("robot %s: identification %s; start the robot's identification program now\n", x.robot.c_str(),
+                                         j.at("state").get<std::string>().c_str());
+                         });
+        c->add_option("robot", a->robot, "Robot id")->required();
+        c->add_option("--flange-offset", a->flange_offset, "Distance of the flange from the last joint's axis origin along it, m")
+            ->each([a](const std::string&) { a->has_flange_offset = true; });
+    }
+    simple("identification", "State and result of the identification procedure, and the robot's latest model",
+           [](const CtlArgs& x) { return nlohmann::json{{"cmd", "identification"}, {"robot", x.robot}}; },
+           [](const CtlArgs&, const nlohmann::json& j) {
+               std::printf("identification %s, %zu points\n", j.at("state").get<std::string>().c_str(), j.at("points").get<std::size_t>());
+               if (j.contains("result") && j["result"].contains("error")) std::printf("error: %s\n", j["result"]["error"].get<std::string>().c_str());
+               if (j.contains("latest_model")) {
+                   const auto& m = j["latest_model"];
+                   std::printf("latest model %lld (%s)", m.at("id").get<long long>(), m.at("created").get<std::string>().c_str());
+                   const auto& model = m.at("model");
+                   if (model.contains("identification")) {
+                       std::printf(": fk rms %.3f mm", model["identification"].value("fk_rms_m", 0.0) * 1e3);
+                   }
+                   std::printf("\n");
+               }
+           })
+        ->add_option("robot", a->robot, "Robot id")->required();
+    {
+        auto* c = ctl->add_subcommand("set-model", "Store a kinematic model for a robot (a preset or 'warpguard identify dh' output)");
+        c->add_option("robot", a->robot, "Robot id")->required();
+        c->add_option("model", a->model_file, "Model JSON file")->required()->check(CLI::ExistingFile);
+        c->callback([a] {
+            std::ifstream in(a->model_file);
+            nlohmann::json model;
+            try {
+                model = nlohmann::json::parse(in);
+            } catch (const nlohmann::json::exception& e) {
+                throw std::runtime_error(fmt::format("{}: not valid JSON ({})", a->model_file, e.what()));
+            }
+            auto client = connect(*a);
+            const auto r = client->call({{"cmd", "set_model"}, {"robot", a->robot}, {"model", model}}, a->timeout);
+            show(*a, r, [&] { std::printf("model %lld stored for robot %s\n", r.at("model_id").get<long long>(), a->robot.c_str()); });
+        });
     }
     simple("profiles", "Profiles of a robot", [](const CtlArgs& x) { return nlohmann::json{{"cmd", "profiles"}, {"robot", x.robot}}; },
            [](const CtlArgs&, const nlohmann::json& j) {
