@@ -38,27 +38,27 @@ echo "== warpguardd is up: robots on 127.0.0.1:$robot_port, control API on 127.0
 
 echo "== The simulated robot's task connects (URScript behaviour: 4 ms samples, 20 ms reply timeout; ${speed}x real time)"
 "$sim" run --robot "$robot" --task "$task" --connect "127.0.0.1:$robot_port" --vendor ur --id cell1-ur5e \
-  --period 0.004 --cycles 22 --speed "$speed" --seed 21 --contacts 6 --contacts-from-cycle 15 --min-force 20 --max-force 300 \
-  --obstacle-in-cycle 21 --obstacle-hold 2.5 --without --out "$out/robot-run.csv" --report "$out/robot-report.json" > "$out/robot.log" 2>&1 &
+  --period 0.004 --cycles 27 --speed "$speed" --seed 21 --contacts 6 --contacts-from-cycle 20 --min-force 20 --max-force 300 \
+  --obstacle-in-cycle 26 --obstacle-hold 2.5 --without --out "$out/robot-run.csv" --report "$out/robot-report.json" > "$out/robot.log" 2>&1 &
 sim_pid=$!
 ctl wait cell1-ur5e --state idle --timeout 20
 ctl wait cell1-ur5e --cycle 1 --timeout 30
 
-echo; echo "== 1. Record the robot's own task: cycles 1-10"
+echo; echo "== 1. Record the robot's own task: cycles 1-16"
 ctl record-start cell1-ur5e
-ctl wait cell1-ur5e --cycle 11 --timeout 120
+ctl wait cell1-ur5e --cycle 17 --timeout 180
 ctl record-stop cell1-ur5e
 
-echo; echo "== 2. Calibrate: 3 reference cycles (one per place pose), thresholds from the others (thesis §3.2.3)"
+echo; echo "== 2. Calibrate: 3 reference cycles (one per place pose), the phase-aware thresholds from the others"
 ctl calibrate cell1-ur5e --reference-cycles 3 --activate
 
-echo; echo "== 3. Shadow: detect and log, never stop (cycles 11-13)"
+echo; echo "== 3. Shadow: detect and log, never stop (cycles 17-18)"
 ctl mode cell1-ur5e shadow > /dev/null
-ctl wait cell1-ur5e --cycle 14 --timeout 120
+ctl wait cell1-ur5e --cycle 19 --timeout 120
 would=$(ctl events --robot cell1-ur5e --kind would_stop --limit 1000 | wc -l)
 echo "stops that would have happened in the shadow phase: $would"
 
-echo; echo "== 4. DETECT from cycle 14; collisions from cycle 15, a box comes down into the path in cycle 21"
+echo; echo "== 4. DETECT from cycle 19; collisions from cycle 20, a box comes down into the path in cycle 26"
 ctl mode cell1-ur5e detect > /dev/null
 # The operator: look at every stop, resume it three seconds later.
 while kill -0 "$sim_pid" 2>/dev/null; do
@@ -77,4 +77,4 @@ sed -n '/samples sent/,$p' "$out/robot.log"
 echo
 echo "Daemon events: build/tools/warpguard ctl --port <port> events   (stored in $out/data/warpguard.sqlite)"
 echo "Daemon log: $out/data/warpguardd.log   robot run with ground truth: $out/robot-run.csv"
-echo "The published thresholds (3 sigma, 1.2 x max) stop far too often on clean cycles; issue 8 replaces them."
+echo "Detector: phase-aware (docs/detection.md); the published one: ctl calibrate ... --detector published."

@@ -271,7 +271,19 @@ json handle_command(DaemonContext& c, const json& request) {
             o.unit = s->config().unit;
         }
         const std::string vendor = arg<std::string>(request, "vendor", s ? protocol::to_string(s->config().vendor) : "ur");
-        const auto files = scripts::render(scripts::parse_script_vendor(vendor), o);
+        std::vector<scripts::ScriptFile> files;
+        if (arg<bool>(request, "identify", false)) {
+            scripts::IdentifyScriptOptions id;
+            id.points = arg<std::size_t>(request, "points", id.points);
+            id.span_deg = arg<double>(request, "span_deg", id.span_deg);
+            const auto tp = arg<std::vector<double>>(request, "tracked_point", {id.tracked[0], id.tracked[1], id.tracked[2]});
+            if (tp.size() != 3) throw CommandError(fmt::format("'tracked_point' has {} values; expected [x, y, z] in m", tp.size()));
+            for (std::size_t k = 0; k < 3; ++k) id.tracked[k] = tp[k];
+            id.tool_number = arg<int>(request, "tool_number", id.tool_number);
+            files.push_back(scripts::render_identification(scripts::parse_script_vendor(vendor), o, id));
+        } else {
+            files = scripts::render(scripts::parse_script_vendor(vendor), o);
+        }
         json out = json::array();
         for (const auto& f : files) out.push_back({{"name", f.name}, {"text", f.text}});
         return {{"files", out}};

@@ -14,6 +14,9 @@ extern const std::string_view rapid_module;
 extern const std::string_view rapid_pers;
 extern const std::string_view rapid_cfg;
 extern const std::string_view pacscript;
+extern const std::string_view urscript_identify;
+extern const std::string_view rapid_identify;
+extern const std::string_view pacscript_identify;
 }  // namespace templates
 
 ScriptVendor parse_script_vendor(const std::string& text) {
@@ -54,7 +57,8 @@ void check_text(const char* option, const std::string& value) {
 
 }  // namespace
 
-std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& o) {
+namespace {
+std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, const ScriptOptions& o) {
     check_text("--host", o.host);
     check_text("--robot", o.robot_id);
     if (o.robot_id.size() > 32) throw std::invalid_argument(fmt::format("--robot '{}' is longer than 32 characters", o.robot_id));
@@ -87,6 +91,42 @@ std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& o) {
         {"WG_STOP_IO", std::to_string(o.stop_io)},
         {"WG_SERVO_ID", std::to_string(o.servo_id ? o.servo_id : o.signal == SignalKind::Torque ? 5 : 4)},
     };
+    return v;
+}
+}  // namespace
+
+ScriptFile render_identification(ScriptVendor vendor, const ScriptOptions& o, const IdentifyScriptOptions& id) {
+    auto v = values_of(vendor, o);
+    if (id.points < 3 || id.points > 100) throw std::invalid_argument(fmt::format("--points {} is not in 3-100 (angles per joint)", id.points));
+    if (!(id.span_deg >= 10.0 && id.span_deg <= 340.0)) {
+        throw std::invalid_argument(fmt::format("--span {} deg is not in 10-340 deg (each joint turns +-span/2 about home)", id.span_deg));
+    }
+    if (std::hypot(id.tracked[0], id.tracked[1]) < 0.01) {
+        throw std::invalid_argument(fmt::format("--tracked-point {},{},{}: the point must lie at least 10 mm off the last joint's axis "
+                                                "(the flange z axis), or the last joint cannot be identified",
+                                                id.tracked[0], id.tracked[1], id.tracked[2]));
+    }
+    if (id.tool_number < 1 || id.tool_number > 63) throw std::invalid_argument(fmt::format("--tool-number {} is not in 1-63", id.tool_number));
+    v.push_back({"WG_POINTS", std::to_string(id.points)});
+    v.push_back({"WG_SPAN_DEG", number(id.span_deg)});
+    v.push_back({"WG_HALF_SPAN_DEG", number(id.span_deg / 2)});
+    v.push_back({"WG_TP_X", number(id.tracked[0])});
+    v.push_back({"WG_TP_Y", number(id.tracked[1])});
+    v.push_back({"WG_TP_Z", number(id.tracked[2])});
+    v.push_back({"WG_TP_X_MM", number(id.tracked[0] * 1e3)});
+    v.push_back({"WG_TP_Y_MM", number(id.tracked[1] * 1e3)});
+    v.push_back({"WG_TP_Z_MM", number(id.tracked[2] * 1e3)});
+    v.push_back({"WG_TOOL_NUMBER", std::to_string(id.tool_number)});
+    switch (vendor) {
+        case ScriptVendor::URScript: return {"warpguard_identify.script", fill(templates::urscript_identify, v)};
+        case ScriptVendor::Rapid: return {"WarpGuardIdentify.mod", fill(templates::rapid_identify, v)};
+        case ScriptVendor::PacScript: return {"PRO_WarpGuardIdentify.pcs", fill(templates::pacscript_identify, v)};
+    }
+    return {};
+}
+
+std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& o) {
+    const auto v = values_of(vendor, o);
     switch (vendor) {
         case ScriptVendor::URScript: return {{"warpguard.script", fill(templates::urscript, v)}};
         case ScriptVendor::Rapid:

@@ -41,6 +41,17 @@ struct ScriptFile {
 // Throws std::invalid_argument naming the offending option and value.
 std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& options);
 
+// The kinematic identification procedure (thesis 4.2, PROTOCOL.md 5) as a program the robot runs on
+// its own: each joint through `points` angles over `span_deg` around the pose it starts in, the
+// tracked point from the controller's forward kinematics.
+struct IdentifyScriptOptions {
+    std::size_t points = 12;       // per joint (>= 3; the circle fit wants more)
+    double span_deg = 120.0;       // each joint turns +-span/2 about its home angle
+    double tracked[3] = {0.05, 0.0, 0.0};  // tracked point in the flange frame, m (off the last axis)
+    int tool_number = 1;           // Denso: the tool number defined as the tracked point
+};
+ScriptFile render_identification(ScriptVendor vendor, const ScriptOptions& options, const IdentifyScriptOptions& identify);
+
 // The envelope limits as a self-contained controller-side check (no PC attached).
 ScriptFile render_envelope(ScriptVendor vendor, const EnvelopeLimits& limits);
 

@@ -93,3 +93,44 @@ TEST_CASE("the envelope export carries every limit of every joint into the contr
     l.joints[1].upper.pop_back();
     CHECK_THROWS_WITH(render_envelope(ScriptVendor::Rapid, l), Catch::Contains("joint 2 has 4 values; the period is 5"));
 }
+
+TEST_CASE("the identification procedure is written for each vendor with the ident handshake, the span and the tracked point") {
+    IdentifyScriptOptions id;
+    id.points = 9;
+    id.span_deg = 100;
+    id.tracked[0] = 0.06;
+    id.tracked[2] = 0.02;
+    for (const auto vendor : {ScriptVendor::URScript, ScriptVendor::Rapid, ScriptVendor::PacScript}) {
+        const ScriptFile f = render_identification(vendor, options(), id);
+        CHECK(f.text.find("@WG_") == std::string::npos);
+        CHECK(f.text.find("UNCONFIRMED") != std::string::npos);
+        CHECK(f.text.find("\"IE\"") != std::string::npos);
+        CHECK(f.text.find("+-50 deg") != std::string::npos);
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                CHECK(f.name == "warpguard_identify.script");
+                CHECK(f.text.find("WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ident") != std::string::npos);
+                CHECK(f.text.find("set_tcp(p[0.06, 0, 0.02, 0, 0, 0])") != std::string::npos);
+                CHECK(f.text.find("span * k / (9 - 1.0)") != std::string::npos);
+                break;
+            case ScriptVendor::Rapid:
+                CHECK(f.name == "WarpGuardIdentify.mod");
+                CHECK(f.text.find("WG1;cell4-ur5e;abb;torque;Nm;6;deg;4;150;ident") != std::string::npos);
+                CHECK(f.text.find("[[60, 0, 20], [1, 0, 0, 0]]") != std::string::npos);  // mm in tooldata
+                // The longest IQ line: "IQ;6" and six ";-123.4567" = 64 characters < RAPID's 80.
+                CHECK(count(f.text, "NumToStr(now.robax.rax_") == 6);
+                CHECK(count(f.text, ", 4)") == 6);
+                break;
+            case ScriptVendor::PacScript:
+                CHECK(f.name == "PRO_WarpGuardIdentify.pcs");
+                CHECK(f.text.find("WG1;cell4-ur5e;denso;torque;Nm;6;deg;8;150;ident") != std::string::npos);
+                CHECK(f.text.find("ChangeTool 1") != std::string::npos);
+                break;
+        }
+    }
+    id.tracked[0] = 0.0;
+    CHECK_THROWS_WITH(render_identification(ScriptVendor::URScript, options(), id), Catch::Contains("at least 10 mm off the last joint's axis"));
+    id.tracked[0] = 0.05;
+    id.points = 2;
+    CHECK_THROWS_WITH(render_identification(ScriptVendor::URScript, options(), id), Catch::Contains("--points 2"));
+}

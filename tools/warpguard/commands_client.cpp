@@ -350,10 +350,33 @@ void register_ctl(CLI::App& app) {
 }
 
 namespace {
+std::vector<double> parse_csv_numbers(const std::string& text, const char* option) {
+    std::vector<double> v;
+    std::size_t start = 0;
+    while (true) {
+        const auto comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        std::size_t used = 0;
+        double x = 0;
+        try {
+            x = std::stod(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used == 0 || used != item.size()) throw std::runtime_error(fmt::format("{} '{}': '{}' is not a number", option, text, item));
+        v.push_back(x);
+        if (comma == std::string::npos) return v;
+        start = comma + 1;
+    }
+}
+
 struct ScriptArgs {
     std::string vendor, out_dir, signal = "torque", unit = "Nm";
     scripts::ScriptOptions options;
     int port = 7700;
+    bool identify = false;
+    scripts::IdentifyScriptOptions identification;
+    std::string tracked = "0.05,0,0";
 };
 }  // namespace
 
@@ -375,12 +398,25 @@ void register_script(CLI::App& app) {
     c->add_option("--stop-io", a->options.stop_io, "Denso: output mapped to the step-stop input")->capture_default_str();
     c->add_option("--servo-id", a->options.servo_id, "Denso: GetSrvData id (default 5 torque, 4 current)");
     c->add_option("--out-dir", a->out_dir, "Write the files here (default: print a single file to stdout)");
+    c->add_flag("--identify", a->identify, "The kinematic identification procedure (thesis 4.2) instead of the background task");
+    c->add_option("--points", a->identification.points, "--identify: angles per joint")->capture_default_str();
+    c->add_option("--span", a->identification.span_deg, "--identify: each joint turns +-span/2 deg about its home angle")->capture_default_str();
+    c->add_option("--tracked-point", a->tracked, "--identify: tracked point x,y,z in the flange frame, m (off the last axis)")->capture_default_str();
+    c->add_option("--tool-number", a->identification.tool_number, "--identify, Denso: tool number defined as the tracked point")->capture_default_str();
     c->callback([a] {
         a->options.port = static_cast<std::uint16_t>(a->port);
         if (a->port <= 0 || a->port > 65535) throw std::runtime_error(fmt::format("--port {} is not a port 1-65535", a->port));
         a->options.signal = parse_signal_kind(a->signal);
         a->options.unit = parse_signal_unit(a->unit);
-        const auto files = scripts::render(scripts::parse_script_vendor(a->vendor), a->options);
+        std::vector<scripts::ScriptFile> files;
+        if (a->identify) {
+            const std::vector<double> tp = parse_csv_numbers(a->tracked, "--tracked-point");
+            if (tp.size() != 3) throw std::runtime_error(fmt::format("--tracked-point '{}' has {} values; expected x,y,z", a->tracked, tp.size()));
+            for (int k = 0; k < 3; ++k) a->identification.tracked[k] = tp[static_cast<std::size_t>(k)];
+            files.push_back(scripts::render_identification(scripts::parse_script_vendor(a->vendor), a->options, a->identification));
+        } else {
+            files = scripts::render(scripts::parse_script_vendor(a->vendor), a->options);
+        }
         if (a->out_dir.empty()) {
             if (files.size() > 1) {
                 throw std::runtime_error(fmt::format("{} writes {} files: give --out-dir", a->vendor, files.size()));
