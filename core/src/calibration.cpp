@@ -1,4 +1,5 @@
 #include "warpguard/calibration.hpp"
+#include "warpguard/lever_length.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -243,6 +244,34 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     if (options.method == MatchingMethod::KaMdtw && !options.kinematics) {
         throw std::invalid_argument("KA-mDTW needs a kinematic model and a force direction");
     }
+    std::string ka_unscaled;
+    if (options.method == MatchingMethod::KaMdtw && profile.kinematics->scaled_joints.empty()) {
+        // Which joints the force direction gives a lever over the whole reference (§4.5).
+        auto& k = *profile.kinematics;
+        if (k.model.dof() != profile.joints) {
+            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", k.model.dof(), reference.name, profile.joints));
+        }
+        std::vector<double> q(profile.joints), lever(profile.joints), smallest(profile.joints, std::numeric_limits<double>::infinity());
+        for (std::size_t s = 0; s < profile.reference.size(); ++s) {
+            for (std::size_t j = 0; j < profile.joints; ++j) q[j] = profile.reference.q[j][s];
+            equivalent_lever_lengths(k.model, q, k.force, lever);
+            for (std::size_t j = 0; j < profile.joints; ++j) smallest[j] = std::min(smallest[j], lever[j]);
+        }
+        std::string unscaled;
+        for (std::size_t j = 0; j < profile.joints; ++j) {
+            if (smallest[j] >= k.min_lever) {
+                k.scaled_joints.push_back(j);
+            } else {
+                unscaled += fmt::format("{}{} ({:.4f} m)", unscaled.empty() ? "" : ", ", j + 1, smallest[j]);
+            }
+        }
+        if (k.scaled_joints.empty()) {
+            throw std::invalid_argument(fmt::format("KA-mDTW: no joint of {} keeps a lever length above {} m over the whole reference "
+                                                    "for this force direction; choose another direction or use mdtw",
+                                                    reference.name, k.min_lever));
+        }
+        ka_unscaled = unscaled.empty() ? "none" : unscaled;
+    }
 
     // Run the detector with open thresholds over every nominal sample, as in operation.
     profile.thresholds.assign(profile.joints, JointThresholds{});
@@ -324,6 +353,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                            {"round_up", options.round_up},
                            {"rule2_margin", options.rule2_margin},
                            {"clamped_levers", detector.clamped_levers()}};
+    if (!ka_unscaled.empty()) profile.calibration["ka_unscaled_joints"] = ka_unscaled;
     profile.validate();
     return profile;
 }

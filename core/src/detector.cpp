@@ -36,6 +36,10 @@ std::vector<std::vector<double>> scaled_reference(const Profile& p) {
         for (std::size_t j = 0; j < p.joints; ++j) q[j] = p.reference.q[j][s];
         equivalent_lever_lengths(k.model, q, k.force, lever);
         for (std::size_t j = 0; j < p.joints; ++j) {
+            if (!k.scales(j)) {
+                out[j][s] = p.reference.tau[j][s];
+                continue;
+            }
             if (lever[j] < k.min_lever) throw NearZeroLeverError(j + 1, s, lever[j], k.min_lever);
             out[j][s] = p.reference.tau[j][s] / lever[j];
         }
@@ -168,7 +172,9 @@ Decision Detector::update(const Sample& sample) {
         const auto& k = *profile_.kinematics;
         equivalent_lever_lengths(k.model, sample.q, k.force, levers_);
         for (std::size_t j = 0; j < n; ++j) {
-            if (levers_[j] < k.min_lever) {
+            if (!k.scales(j)) {
+                levers_[j] = 1.0;
+            } else if (levers_[j] < k.min_lever) {
                 levers_[j] = k.min_lever;
                 ++clamped_levers_;
             }

@@ -152,6 +152,11 @@ nlohmann::json to_json(const Profile& p) {
                              {"force", {{"frame", to_string(k.force.frame)},
                                         {"direction", {k.force.unit.x(), k.force.unit.y(), k.force.unit.z()}}}},
                              {"min_lever", k.min_lever}};
+        if (!k.scaled_joints.empty()) {
+            std::vector<std::size_t> one_based;
+            for (std::size_t j : k.scaled_joints) one_based.push_back(j + 1);
+            out["kinematics"]["scaled_joints"] = one_based;
+        }
     }
     return out;
 }
@@ -241,6 +246,14 @@ Profile profile_from_json(const nlohmann::json& j) {
             ForceDirection::make(parse_force_frame(typed<std::string>(force, "frame", "kinematics.force")),
                                  Eigen::Vector3d(dir[0], dir[1], dir[2])),
             k.value("min_lever", kDefaultMinLever)};
+        if (k.contains("scaled_joints")) {
+            for (std::size_t j : typed<std::vector<std::size_t>>(k, "scaled_joints", "kinematics")) {
+                if (j < 1 || j > p.joints) {
+                    throw std::invalid_argument(fmt::format("kinematics.scaled_joints: joint {} is not a joint of this profile (1..{})", j, p.joints));
+                }
+                p.kinematics->scaled_joints.push_back(j - 1);
+            }
+        }
     }
     p.validate();
     return p;

@@ -158,3 +158,41 @@ TEST_CASE("a KA-mDTW reference with a near-zero lever length is refused with joi
                              [](const NearZeroLeverError& e) { return e.joint() == 1 && e.sample() == 7; }));
     CHECK_THROWS_WITH(Detector(p), Catch::Contains("joint 1") && Catch::Contains("reference sample 7"));
 }
+
+TEST_CASE("only the listed joints are divided by their lever; a near-zero lever elsewhere is no longer fatal", "[ka-mdtw]") {
+    Stream ref;
+    ref.add({0.3, true, 4.0, 10}, 2);
+    ref.q1[7] = 0.0;  // link 1 level, link 2 straight up: joint 2 has no lever at sample 7
+    ref.q2[7] = M_PI / 2;
+    ref.tau2[7] = 0.0;
+    Profile p;
+    p.joints = 2;
+    p.window = 4;
+    p.method = MatchingMethod::KaMdtw;
+    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever};
+    p.kinematics->scaled_joints = {0};  // joint 1 only (0-based)
+    p.reference.t.resize(ref.tau1.size());
+    p.reference.tau = {ref.tau1, ref.tau2};
+    p.reference.q = {ref.q1, ref.q2};
+    p.thresholds.assign(2, JointThresholds{});
+    for (auto& th : p.thresholds) th.rule1.value = th.rule2.value = 1e9;
+    Detector detector(p);
+    std::vector<double> lever(2);
+    for (std::size_t s = 0; s < ref.tau1.size(); ++s) {
+        CHECK(detector.reference(1)[s] == ref.tau2[s]);  // unscaled
+        equivalent_lever_lengths(arm(), std::vector<double>{ref.q1[s], ref.q2[s]}, kWeight, lever);
+        CHECK(detector.reference(0)[s] == Approx(ref.tau1[s] / lever[0]));
+    }
+    // The selection survives the profile file.
+    p.thresholds[0].rule1.sigma = p.thresholds[1].rule1.sigma = 1.0;
+    const Profile back = profile_from_json(to_json(p));
+    REQUIRE(back.kinematics);
+    CHECK(back.kinematics->scaled_joints == std::vector<std::size_t>{0});
+    CHECK(to_json(p)["kinematics"]["scaled_joints"] == nlohmann::json::array({1}));
+    // Scaling joint 2 as well is refused at its zero lever, naming it.
+    p.kinematics->scaled_joints = {0, 1};
+    CHECK_THROWS_WITH(Detector(p), Catch::Contains("joint 2") && Catch::Contains("reference sample 7"));
+    nlohmann::json bad = to_json(p);
+    bad["kinematics"]["scaled_joints"] = {3};
+    CHECK_THROWS_WITH(profile_from_json(bad), Catch::Contains("joint 3 is not a joint of this profile (1..2)"));
+}

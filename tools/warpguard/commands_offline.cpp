@@ -49,6 +49,22 @@ Eigen::Vector3d parse_vector(const std::string& text) {
     return {v[0], v[1], v[2]};
 }
 
+std::vector<double> parse_vector_any(const std::string& text, const char* option) {
+    std::vector<double> v;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        try {
+            std::size_t used = 0;
+            v.push_back(std::stod(item, &used));
+            if (used != item.size()) throw std::invalid_argument(item);
+        } catch (const std::exception&) {
+            throw std::invalid_argument(fmt::format("{} '{}': '{}' is not a number", option, text, item));
+        }
+    }
+    return v;
+}
+
 std::string fmt_opt(const std::optional<double>& v, double scale, const char* unit) {
     return v ? fmt::format("{:.1f} {}", *v * scale, unit) : std::string("-");
 }
@@ -70,7 +86,8 @@ struct CalibrateArgs {
     std::string detector = "phase-aware";
     std::size_t persistence = 2;
     double target_cycles = 1000.0;
-    double drift_cycles = 10.0;
+    double drift_cycles = CalibrationOptions{}.drift_cycles;  // one documented default (calibration.hpp)
+    std::string ka_joints;
     std::size_t neighbourhood = 0;
     std::string out;
 };
@@ -99,6 +116,14 @@ void run_calibrate(const CalibrateArgs& a) {
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
                                             ForceDirection::make(parse_force_frame(a.force_frame), parse_vector(a.force)),
                                             a.min_lever};
+        if (!a.ka_joints.empty()) {
+            for (double v : parse_vector_any(a.ka_joints, "--ka-joints")) {
+                if (v < 1 || v > static_cast<double>(ref.joints()) || v != std::floor(v)) {
+                    throw std::invalid_argument(fmt::format("--ka-joints '{}': {} is not a joint number 1..{}", a.ka_joints, v, ref.joints()));
+                }
+                opt.kinematics->scaled_joints.push_back(static_cast<std::size_t>(v) - 1);
+            }
+        }
     }
     const Profile p = calibrate({a.reference, &ref}, named, opt);
     save_profile(p, a.out);
@@ -115,6 +140,15 @@ void run_calibrate(const CalibrateArgs& a) {
                     th.rule1.max_abs, th.rule2.value, th.rule2.max);
     }
     std::printf("from %zu nominal windows in %zu file(s)\n", p.thresholds[0].rule1.samples, a.nominal.size());
+    if (p.kinematics) {
+        std::string scaled;
+        for (std::size_t j = 0; j < p.joints; ++j) {
+            if (p.kinematics->scales(j)) scaled += fmt::format("{}{}", scaled.empty() ? "" : ",", j + 1);
+        }
+        std::printf("KA-mDTW: joints %s divided by their lever length (force %s frame); unscaled (lever below %.3f m): %s\n", scaled.c_str(),
+                    to_string(p.kinematics->force.frame).c_str(), p.kinematics->min_lever,
+                    p.calibration.value("ka_unscaled_joints", std::string("none")).c_str());
+    }
     if (p.phase) {
         const auto& ph = *p.phase;
         std::printf("detector phase-aware (default): thresholds per reference sample = %.3f x largest nominal |deviation| "
@@ -316,6 +350,21 @@ void run_match(const MatchArgs& a) {
                           {"rule2", {{"value", ev.rule2}, {"threshold", th.rule2.value}}},
                           {"decision", {{"verdict", to_string(decision.verdict)}, {"joint", decision.joint},
                                         {"rule", to_string(decision.rule)}}}};
+    // Every joint's match at the same sample (one replay serves all joints).
+    nlohmann::json all = nlohmann::json::array();
+    for (std::size_t jj = 0; jj < detector.joints(); ++jj) {
+        const auto& e = detector.evaluations()[jj];
+        const auto& r = detector.profile().reference.tau[jj];
+        std::vector<double> w(window.size());
+        for (std::size_t k = 0; k < w.size(); ++k) {
+            const long src = static_cast<long>(a.index + 1 + k) - static_cast<long>(w.size());
+            w[k] = rec.tau[jj][static_cast<std::size_t>(std::max(0L, src))];
+        }
+        const auto d = dtw_match(w, std::span<const double>(r).subspan(e.ref_start, e.ref_end - e.ref_start + 1));
+        all.push_back({{"joint", jj + 1}, {"reference_start", e.ref_start}, {"reference_end", e.ref_end}, {"cost", e.cost},
+                       {"dtw_cost_on_span", d.cost}});
+    }
+    doc["joints"] = all;
     if (a.path) {
         nlohmann::json steps = nlohmann::json::array();
         for (const auto& s : path) steps.push_back({s.i, s.j, window[s.i], ref[s.j]});
@@ -383,6 +432,7 @@ void register_calibrate(CLI::App& app) {
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();
+    cmd->add_option("--ka-joints", args->ka_joints, "KA-mDTW: joints to scale, e.g. 2,3,5 (default: every joint with a lever over the whole reference)");
     cmd->add_option("--detector", args->detector, "phase-aware (default) or published (thesis 3.2.3)")->capture_default_str()
         ->check(CLI::IsMember({"phase-aware", "published"}));
     cmd->add_option("--persistence", args->persistence, "Phase-aware: samples over the threshold in a row before STOP")

@@ -35,7 +35,10 @@ struct CalibrationOptions {
     bool round_up = false;             // thesis: "first integer value higher than 3 sigma"
     double rule2_margin = 1.2;
     MatchingMethod method = MatchingMethod::Mdtw;
-    std::optional<KinematicsSettings> kinematics;  // required for KA-mDTW
+    // Required for KA-mDTW. With scaled_joints empty, calibration scales every joint whose lever
+    // length stays above min_lever over the whole reference and matches the others unscaled (the
+    // profile records which); explicitly listed joints with a near-zero lever are refused.
+    std::optional<KinematicsSettings> kinematics;
     // The decision rules (profile.hpp). Phase-aware parameters, all documented defaults:
     DetectorKind detector = DetectorKind::PhaseAware;
     // Pooled phase neighbourhood, +- reference samples; 0 = the window m (the matched partner of the

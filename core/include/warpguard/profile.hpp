@@ -2,6 +2,8 @@
 // how each threshold was derived, and (for KA-mDTW) the kinematics. Stored as JSON.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -81,6 +83,13 @@ struct KinematicsSettings {
     DhModel model;
     ForceDirection force;
     double min_lever = kDefaultMinLever;
+    // Joints (0-based) whose signals are divided by their lever length; the others are matched
+    // unscaled. Empty = every joint. A joint about whose axis the force direction has no lever
+    // (joint 1 of an arm with a vertical first axis under a vertical force) cannot be scaled (§4.5).
+    std::vector<std::size_t> scaled_joints;
+    bool scales(std::size_t joint) const {
+        return scaled_joints.empty() || std::find(scaled_joints.begin(), scaled_joints.end(), joint) != scaled_joints.end();
+    }
 };
 
 struct Profile {
