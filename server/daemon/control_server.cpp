@@ -77,6 +77,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     options.k_sigma = arg<double>(request, "k", options.k_sigma);
     options.rule2_margin = arg<double>(request, "margin", options.rule2_margin);
     options.detector = parse_detector_kind(arg<std::string>(request, "detector", to_string(options.detector)));
+    options.target_cycles_per_false_stop = arg<double>(request, "target_cycles", options.target_cycles_per_false_stop);
     options.method = parse_matching_method(arg<std::string>(request, "method", "mdtw"));
     if (options.method == MatchingMethod::KaMdtw) {
         // KA-mDTW scales by lever lengths from the robot's kinematic model: the latest stored one
@@ -98,7 +99,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
         KinematicsSettings k{dh_model_from_json(stored->at("model")),
                              ForceDirection::make(parse_force_frame(arg<std::string>(request, "force_frame", "base")),
                                                   Eigen::Vector3d(force[0], force[1], force[2])),
-                             arg<double>(request, "min_lever", kDefaultMinLever)};
+                             arg<double>(request, "min_lever", kDefaultMinLever),
+                             {}};
         if (k.model.dof() != session->joints()) {
             throw CommandError(fmt::format("model {} has {} joints; robot '{}' has {}", stored->at("id").get<std::int64_t>(), k.model.dof(),
                                            session->id(), session->joints()));
@@ -391,9 +393,12 @@ private:
         if (cmd == "subscribe") {
             events_ = request.value("events", events_.load());
             feed_.clear();
+            feed_all_ = false;
             if (request.contains("feed")) {
                 const json& f = request.at("feed");
                 if (f.is_string() && f.get<std::string>() == "all") {
+                    // Every robot, also the ones added after this subscription (refreshed each tick).
+                    feed_all_ = true;
                     for (const auto& s : context_.registry.all()) feed_.insert(s->id());
                 } else if (f.is_array()) {
                     for (const auto& r : f) {
@@ -408,7 +413,7 @@ private:
             decimate_ = std::max<std::size_t>(1, request.value("decimate", std::size_t{10}));
             last_.clear();
             answer({{"events", events_.load()}, {"feed", std::vector<std::string>(feed_.begin(), feed_.end())}, {"decimate", decimate_}});
-            if (!feed_.empty() && !timer_running_) {
+            if ((feed_all_ || !feed_.empty()) && !timer_running_) {
                 timer_running_ = true;
                 tick();
             }
@@ -441,9 +446,13 @@ private:
     void tick() {
         timer_.expires_after(std::chrono::milliseconds(100));
         timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
-            if (ec || self->closed_ || self->feed_.empty()) {
+            if (ec || self->closed_ || (!self->feed_all_ && self->feed_.empty())) {
                 self->timer_running_ = false;
                 return;
+            }
+            if (self->feed_all_) {
+                self->feed_.clear();
+                for (const auto& s : self->context_.registry.all()) self->feed_.insert(s->id());
             }
             std::vector<FeedPoint> points;
             for (const auto& id : self->feed_) {
@@ -496,6 +505,7 @@ private:
     std::atomic<bool> events_{false};
     bool timer_running_ = false;
     std::set<std::string> feed_;
+    bool feed_all_ = false;
     std::map<std::string, std::uint64_t> last_;
     std::size_t decimate_ = 10;
 };

@@ -419,9 +419,13 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
                     std::snprintf(reason, sizeof reason, "sample seq %lld cannot be judged (wrong size or not a finite number)",
                                   static_cast<long long>(f.seq));
                 } else {
-                    std::snprintf(reason, sizeof reason, "joint %zu %s: %.4g %s > threshold %.4g at cycle %lld, seq %lld", d.joint,
-                                  rule_name(d.rule), d.value, d.rule == Rule::Eigenvalue ? "" : unit, d.threshold,
-                                  static_cast<long long>(f.cycle), static_cast<long long>(f.seq));
+                    // Rule 2 is in unit squared; the CUSUM sums deviations in multiples of the phase threshold.
+                    const char* value_unit = d.rule == Rule::Eigenvalue ? (config_.unit == SignalUnit::Percent ? "%^2" : (config_.unit == SignalUnit::A ? "A^2" : "Nm^2"))
+                                             : d.rule == Rule::Accumulated ? "(threshold units)"
+                                                                          : unit;
+                    std::snprintf(reason, sizeof reason, "joint %zu %s: %.4g > limit %.4g %s at cycle %lld, seq %lld", d.joint,
+                                  rule_name(d.rule), d.value, d.threshold, value_unit, static_cast<long long>(f.cycle),
+                                  static_cast<long long>(f.seq));
                 }
                 if (mode_ == Mode::Detect) {
                     if (!latched_) {
@@ -528,9 +532,17 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
     const std::size_t w = e.window, span = kEvidenceSpanFactor * w;
     nlohmann::json joints = nlohmann::json::array();
     std::vector<JointThresholds> thresholds;
+    std::vector<double> phase_theta1;  // the phase-aware threshold where the window matched
     {
         std::lock_guard lk(mutex_);
-        if (detector_) thresholds = detector_->profile().thresholds;
+        if (detector_) {
+            thresholds = detector_->profile().thresholds;
+            if (const auto& ph = detector_->profile().phase) {
+                for (std::size_t j = 0; j < e.joints && j < ph->rule1.size(); ++j) {
+                    phase_theta1.push_back(ph->rule1[j][std::min<std::size_t>(e.span_end[j], ph->rule1[j].size() - 1)]);
+                }
+            }
+        }
     }
     for (std::size_t j = 0; j < e.joints; ++j) {
         nlohmann::json jj;
@@ -544,7 +556,7 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
         jj["rule1"] = e.rule1[j];
         jj["rule2"] = e.rule2[j];
         if (j < thresholds.size()) {
-            jj["theta1"] = thresholds[j].rule1.value;
+            jj["theta1"] = j < phase_theta1.size() ? phase_theta1[j] : thresholds[j].rule1.value;
             jj["theta2"] = thresholds[j].rule2.value;
         }
         joints.push_back(std::move(jj));
@@ -796,8 +808,10 @@ nlohmann::json RobotSession::reference_summary() {
     for (std::size_t j = 0; j < p.joints; ++j) {
         joints.push_back({{"joint", j + 1}, {"theta1", p.thresholds[j].rule1.value}, {"theta2", p.thresholds[j].rule2.value}});
     }
-    return {{"profile", profile_id_}, {"window", p.window}, {"reference_samples", p.reference.size()},
-            {"reference", p.reference.tau}, {"thresholds", joints}};
+    nlohmann::json out = {{"profile", profile_id_}, {"window", p.window}, {"reference_samples", p.reference.size()},
+                          {"reference", p.reference.tau}, {"thresholds", joints}, {"detector", to_string(p.detector)}};
+    if (p.phase) out["phase_theta1"] = p.phase->rule1;  // per joint, per reference sample
+    return out;
 }
 
 }  // namespace warpguard::daemon

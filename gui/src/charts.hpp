@@ -1,0 +1,26 @@
+// Small helpers for the panel's Qt Charts: a chart with unit-labelled axes and series replaced whole.
+#pragma once
+
+#include <QChartView>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QString>
+#include <QVector>
+
+namespace warpguard::panel {
+
+struct Chart {
+    QChartView* view = nullptr;
+    QChart* chart = nullptr;
+    QValueAxis* x = nullptr;
+    QValueAxis* y = nullptr;
+};
+
+// A chart with an x axis titled `x_title` and a y axis titled `y_title` (both with units).
+Chart make_chart(const QString& title, const QString& x_title, const QString& y_title, QWidget* parent = nullptr);
+// Adds a line series attached to both axes.
+QLineSeries* add_series(Chart& c, const QString& name, const QColor& color, qreal width = 2.0, Qt::PenStyle style = Qt::SolidLine);
+// Sets the axes' ranges to the data of every series (with a little margin).
+void fit_axes(Chart& c);
+
+}  // namespace warpguard::panel

@@ -1,0 +1,261 @@
+#include "dashboard.hpp"
+
+#include <QComboBox>
+#include <QLegendMarker>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QShortcut>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "control_link.hpp"
+#include "evidence_dialog.hpp"
+
+namespace warpguard::panel {
+
+TileLook tile_look(const QJsonObject& r) {
+    const QString state = r.value("state").toString();
+    if (r.value("latched").toBool() || state == "stopped") return {QObject::tr("STOPPED"), QColor(205, 30, 30)};
+    if (!r.value("connected").toBool(state != "disconnected") || state == "disconnected") return {QObject::tr("disconnected"), QColor(90, 90, 90)};
+    if (state == "record") return {QObject::tr("recording"), QColor(40, 100, 210)};
+    if (state == "shadow") return {QObject::tr("shadow"), QColor(215, 150, 20)};
+    if (state == "detect") return {QObject::tr("detecting"), QColor(30, 150, 60)};
+    return {QObject::tr("idle"), QColor(130, 130, 130)};
+}
+
+Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link_(link) {
+    setObjectName("dashboard");
+    auto* layout = new QVBoxLayout(this);
+    status_ = new QLabel(tr("Not connected to warpguardd"), this);
+    status_->setObjectName("dashboardStatus");
+    layout->addWidget(status_);
+    auto* tile_box = new QWidget(this);
+    tiles_ = new QGridLayout(tile_box);
+    layout->addWidget(tile_box);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    auto* detail = new QWidget(split);
+    auto* dl = new QVBoxLayout(detail);
+    auto* row = new QHBoxLayout();
+    detail_title_ = new QLabel(tr("Select a robot"), detail);
+    detail_title_->setStyleSheet("font-size: 16pt; font-weight: bold;");
+    joint_ = new QComboBox(detail);
+    joint_->setObjectName("jointSelector");
+    joint_->setToolTip(tr("Joint shown in the live chart"));
+    resume_ = new QPushButton(tr("&Resume robot…"), detail);
+    resume_->setObjectName("resumeButton");
+    resume_->setEnabled(false);
+    row->addWidget(detail_title_, 1);
+    row->addWidget(new QLabel(tr("&Joint:"), detail));
+    static_cast<QLabel*>(row->itemAt(1)->widget())->setBuddy(joint_);
+    row->addWidget(joint_);
+    row->addWidget(resume_);
+    dl->addLayout(row);
+    chart_ = make_chart(tr("Live signal"), tr("robot time (s)"), tr("torque (Nm)"), detail);
+    chart_.view->setObjectName("liveChart");
+    signal_ = add_series(chart_, tr("measured"), QColor(200, 30, 30), 2.0);
+    reference_ = add_series(chart_, tr("matched reference"), QColor(30, 90, 200), 2.0);
+    upper_ = add_series(chart_, tr("threshold band"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
+    lower_ = add_series(chart_, QString(), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
+    chart_.chart->legend()->markers(lower_).first()->setVisible(false);
+    dl->addWidget(chart_.view, 1);
+    events_ = new QTableWidget(0, 5, split);
+    events_->setObjectName("eventTable");
+    events_->setHorizontalHeaderLabels({tr("#"), tr("time (UTC)"), tr("robot"), tr("kind"), tr("what happened")});
+    events_->horizontalHeader()->setStretchLastSection(true);
+    events_->verticalHeader()->hide();
+    events_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    events_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    split->addWidget(detail);
+    split->addWidget(events_);
+    layout->addWidget(split, 1);
+
+    connect(events_, &QTableWidget::cellActivated, this, [this](int r, int) { openEvidence(events_->item(r, 0)->text().toLongLong()); });
+    connect(joint_, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
+    connect(resume_, &QPushButton::clicked, this, &Dashboard::resumeSelected);
+    connect(link_, &ControlLink::eventPushed, this, [this](const QJsonObject& e) { add_event(e, true); });
+    connect(link_, &ControlLink::feedPushed, this, &Dashboard::on_feed);
+    connect(link_, &ControlLink::readyChanged, this, [this](bool ready) {
+        status_->setText(ready ? tr("Connected to warpguardd at %1:%2").arg(link_->host()).arg(link_->port())
+                               : tr("Reconnecting to warpguardd at %1:%2 …").arg(link_->host()).arg(link_->port()));
+        status_->setStyleSheet(ready ? "" : "color: white; background: rgb(205,30,30); font-weight: bold; padding: 4px;");
+        if (!ready) {
+            // The last known states are no longer known: say so instead of showing them as current.
+            for (auto it = tile_.begin(); it != tile_.end(); ++it) {
+                it.value()->setText(tr("%1\nno contact").arg(it.key()));
+                it.value()->setProperty("state", tr("no contact"));
+                it.value()->setToolTip(tr("warpguardd cannot be reached: this robot's state is unknown here. "
+                                          "Its background task stops the robot on its own when the daemon is silent."));
+                it.value()->setStyleSheet("QPushButton { font-size: 26pt; font-weight: bold; color: white; background: rgb(90,90,90); "
+                                          "border-radius: 8px; border: 5px dashed rgb(205,30,30); }");
+            }
+            return;
+        }
+        events_->setRowCount(0);
+        link_->request({{"cmd", "events"}, {"limit", 200}}, [this](const QJsonObject& a, const QString& error) {
+            if (!error.isEmpty()) return;
+            history_ = true;
+            for (const auto& e : a.value("events").toArray()) add_event(e.toObject(), true);
+            history_ = false;
+        });
+        if (!selected_.isEmpty()) load_reference();
+    });
+    auto* timer = new QTimer(this);
+    timer->setInterval(500);
+    connect(timer, &QTimer::timeout, this, &Dashboard::poll);
+    timer->start();
+}
+
+void Dashboard::poll() {
+    if (!link_->isReady()) return;
+    link_->request({{"cmd", "robots"}}, [this](const QJsonObject& a, const QString& error) {
+        if (error.isEmpty()) show_robots(a.value("robots").toArray());
+    });
+}
+
+void Dashboard::show_robots(const QJsonArray& robots) {
+    int k = 0;
+    for (const auto& value : robots) {
+        const QJsonObject r = value.toObject();
+        const QString id = r.value("id").toString();
+        QPushButton* tile = tile_.value(id);
+        if (!tile) {
+            tile = new QPushButton(this);
+            tile->setObjectName("tile-" + id);
+            tile->setMinimumSize(260, 120);
+            tile->setCheckable(true);
+            connect(tile, &QPushButton::clicked, this, [this, id] { selectRobot(id); });
+            tile_[id] = tile;
+            tiles_->addWidget(tile, k / 4, k % 4);
+        }
+        const TileLook look = tile_look(r);
+        tile->setText(QString("%1\n%2").arg(id, look.text));
+        tile->setProperty("state", look.text);
+        tile->setToolTip(r.value("latched").toBool() ? r.value("reason").toString()
+                                                     : tr("cycle %1, %2 samples").arg(r.value("cycle").toInteger()).arg(r.value("samples").toInteger()));
+        tile->setStyleSheet(QString("QPushButton { font-size: 26pt; font-weight: bold; color: white; background: %1; border-radius: 8px; }"
+                                    "QPushButton:checked, QPushButton:focus { border: 5px solid black; }")
+                                .arg(look.background.name()));
+        tile->setChecked(id == selected_);
+        if (id == selected_) {
+            resume_->setEnabled(r.value("latched").toBool());
+            unit_ = r.value("unit").toString(unit_);
+            detail_title_->setText(tr("%1 — %2%3").arg(id, look.text,
+                                                     r.value("latched").toBool() ? ": " + r.value("reason").toString() : QString()));
+            const int joints = r.value("joints").toInt(6);
+            if (joint_->count() != joints) {
+                joint_->clear();
+                for (int j = 1; j <= joints; ++j) joint_->addItem(tr("joint %1").arg(j));
+            }
+        }
+        ++k;
+    }
+    if (selected_.isEmpty() && !robots.isEmpty()) selectRobot(robots.first().toObject().value("id").toString());
+}
+
+void Dashboard::selectRobot(const QString& id) {
+    if (id == selected_) return;
+    selected_ = id;
+    points_.clear();
+    for (auto it = tile_.begin(); it != tile_.end(); ++it) it.value()->setChecked(it.key() == id);
+    load_reference();
+    redraw();
+}
+
+void Dashboard::load_reference() {
+    reference_info_ = {};
+    link_->request({{"cmd", "reference"}, {"robot", selected_}}, [this](const QJsonObject& a, const QString& error) {
+        if (error.isEmpty()) reference_info_ = a.value("reference").toObject();
+    });
+}
+
+void Dashboard::add_event(const QJsonObject& e, bool at_top) {
+    const int row = at_top ? 0 : events_->rowCount();
+    events_->insertRow(row);
+    const QStringList cells = {QString::number(e.value("id").toInteger()), e.value("time").toString(), e.value("robot").toString(),
+                               e.value("kind").toString(), e.value("reason").toString()};
+    for (int c = 0; c < cells.size(); ++c) {
+        auto* item = new QTableWidgetItem(cells[c]);
+        if (e.value("kind").toString() == "stop") item->setForeground(QColor(190, 20, 20));
+        events_->setItem(row, c, item);
+    }
+    if (e.value("kind").toString() == "stop" && e.value("robot").toString() == selected_) {
+        load_reference();
+        // Show the joint that stopped the robot.
+        const int j = e.value("joint").toInt(0);
+        if (!history_ && j >= 1 && j <= joint_->count()) joint_->setCurrentIndex(j - 1);
+    }
+}
+
+void Dashboard::on_feed(const QJsonObject& feed) {
+    if (feed.value("feed").toString() != selected_) return;
+    for (const auto& v : feed.value("points").toArray()) {
+        const QJsonObject p = v.toObject();
+        points_.push_back({p.value("t").toDouble(), p.value("signal").toArray(), p.value("reference").toArray(), p.value("ref_end").toArray()});
+    }
+    while (points_.size() > 600) points_.pop_front();
+    redraw();
+}
+
+void Dashboard::redraw() {
+    const int j = std::max(0, joint_->currentIndex());
+    chart_.y->setTitleText(tr("joint %1 %2 (%3)").arg(j + 1).arg(unit_ == "A" ? tr("current") : tr("torque")).arg(unit_));
+    QList<QPointF> s, r, up, lo;
+    const QJsonArray theta = reference_info_.value("thresholds").toArray();
+    const QJsonArray phase = reference_info_.value("phase_theta1").toArray();
+    for (const Point& p : points_) {
+        if (j >= p.signal.size()) continue;
+        s.append({p.t, p.signal[j].toDouble()});
+        if (j < p.reference.size() && !p.reference[j].isNull()) {
+            const double ref = p.reference[j].toDouble();
+            double band = theta.size() > j ? theta[j].toObject().value("theta1").toDouble() : 0.0;
+            if (phase.size() > j) band = phase[j].toArray().at(p.ref_end.at(j).toInt()).toDouble(band);
+            r.append({p.t, ref});
+            if (band > 0) {
+                up.append({p.t, ref + band});
+                lo.append({p.t, ref - band});
+            }
+        }
+    }
+    signal_->replace(s);
+    reference_->replace(r);
+    upper_->replace(up);
+    lower_->replace(lo);
+    fit_axes(chart_);
+}
+
+EvidenceDialog* Dashboard::openEvidence(qint64 event_id) {
+    auto* d = new EvidenceDialog(link_, event_id, this);
+    d->setAttribute(Qt::WA_DeleteOnClose);
+    connect(d, &QObject::destroyed, this, [this, d] {
+        if (last_evidence_ == d) last_evidence_ = nullptr;
+    });
+    last_evidence_ = d;
+    d->show();
+    return d;
+}
+
+void Dashboard::resumeSelected() {
+    if (selected_.isEmpty()) return;
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("Resume %1").arg(selected_),
+                                tr("Resume robot %1?\n\nMake sure the cause of the stop is removed and nobody is in the cell.").arg(selected_),
+                                QMessageBox::Yes | QMessageBox::Cancel, this);
+    box->setObjectName("resumeConfirmation");
+    box->setDefaultButton(QMessageBox::Cancel);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    connect(box, &QMessageBox::finished, this, [this, box](int) {
+        if (box->clickedButton() != box->button(QMessageBox::Yes)) return;
+        link_->request({{"cmd", "resume"}, {"robot", selected_}, {"by", "warpguard-panel"}}, [this](const QJsonObject&, const QString& error) {
+            if (!error.isEmpty()) QMessageBox::warning(this, tr("Resume refused"), error);
+        });
+    });
+    box->open();
+}
+
+}  // namespace warpguard::panel

@@ -1,0 +1,76 @@
+// The shop-floor dashboard: one tile per robot with its state readable from across the hall, the
+// selected robot's live chart per joint (signal, matched reference, threshold band), the event list
+// (a stop opens its evidence) and resume with a confirmation.
+#pragma once
+
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QMap>
+#include <QWidget>
+#include <deque>
+
+#include "charts.hpp"
+
+class QComboBox;
+class QGridLayout;
+class QLabel;
+class QPushButton;
+class QTableWidget;
+
+namespace warpguard::panel {
+
+class ControlLink;
+class EvidenceDialog;
+
+// What a robot's state looks like on a tile.
+struct TileLook {
+    QString text;
+    QColor background;
+};
+TileLook tile_look(const QJsonObject& robot_status);
+
+class Dashboard : public QWidget {
+    Q_OBJECT
+public:
+    explicit Dashboard(ControlLink* link, QWidget* parent = nullptr);
+    QString selectedRobot() const { return selected_; }
+    void selectRobot(const QString& id);
+    // Opens the evidence of an event (also from the event list: double-click or Enter).
+    EvidenceDialog* openEvidence(qint64 event_id);
+    EvidenceDialog* lastEvidence() const { return last_evidence_; }
+    QTableWidget* eventTable() const { return events_; }
+    // Asks for confirmation, then resumes the selected robot; `confirm` = false skips the question
+    // (the GUI test answers it through the message box instead).
+    void resumeSelected();
+
+private:
+    void poll();
+    void show_robots(const QJsonArray& robots);
+    void add_event(const QJsonObject& e, bool at_top);
+    void on_feed(const QJsonObject& feed);
+    void redraw();
+    void load_reference();
+
+    ControlLink* link_;
+    QLabel* status_;
+    QGridLayout* tiles_;
+    QMap<QString, QPushButton*> tile_;
+    QString selected_;
+    QLabel* detail_title_;
+    QComboBox* joint_;
+    QPushButton* resume_;
+    Chart chart_;
+    QLineSeries *signal_ = nullptr, *reference_ = nullptr, *upper_ = nullptr, *lower_ = nullptr;
+    QTableWidget* events_;
+    EvidenceDialog* last_evidence_ = nullptr;
+    struct Point {
+        double t;
+        QJsonArray signal, reference, ref_end;
+    };
+    std::deque<Point> points_;
+    QJsonObject reference_info_;  // the selected robot's `reference` answer
+    QString unit_ = "Nm";
+    bool history_ = false;  // adding events from the history, not live
+};
+
+}  // namespace warpguard::panel

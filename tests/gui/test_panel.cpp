@@ -1,0 +1,296 @@
+// The real warpguard-panel against the real daemon and the simulated robot on loopback, under Xvfb:
+// through the whole setup wizard to DETECT (the kinematic identification run by the simulated
+// controller on the way), a simulated collision appears as a stop event whose evidence opens, resume
+// with its confirmation, and the panel reconnecting by itself after the daemon restarts.
+// Screenshots of every wizard page and of the dashboard go to WARPGUARD_SHOTS (docs/panel/ in the
+// repository holds the ones of the last run that updated them).
+#include <QApplication>
+#include <QChartView>
+#include <QXYSeries>
+#include <QComboBox>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QSlider>
+#include <QTabWidget>
+#include <QJsonArray>
+#include <QElapsedTimer>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "control_link.hpp"
+#include "dashboard.hpp"
+#include "evidence_dialog.hpp"
+#include "main_window.hpp"
+#include "setup_wizard.hpp"
+
+using namespace warpguard::panel;
+
+namespace {
+const QString kToken = "panel-test-token-42";
+const QString kRobot = "cellA-ur5e";
+// The simulated robot collides from this cycle on: recording (25 cycles), shadow and DETECT come first.
+const char* kContactsFrom = "34";
+}  // namespace
+
+class PanelTest : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir_;
+    QProcess daemon_, sim_;
+    int robot_port_ = 0, control_port_ = 0;
+    QString shots_;
+
+    void start_daemon() {
+        const QString ready = dir_.filePath("ready.json");
+        QFile::remove(ready);
+        daemon_.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        daemon_.start(WARPGUARD_DAEMON, {"--config", dir_.filePath("warpguardd.json"), "--ready-file", ready, "--log-level", "warn"});
+        QVERIFY2(daemon_.waitForStarted(5000), "warpguardd did not start");
+        QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(ready), 10000);
+        QJsonObject r;
+        const auto read_ready = [&] {
+            QFile f(ready);
+            if (f.open(QIODevice::ReadOnly)) r = QJsonDocument::fromJson(f.readAll()).object();
+            return r.contains("control_port");
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(read_ready(), 5000);
+        robot_port_ = r.value("robot_port").toInt();
+        control_port_ = r.value("control_port").toInt();
+        QVERIFY(robot_port_ > 0 && control_port_ > 0);
+    }
+    void write_config(int robot_port, int control_port) {
+        QFile f(dir_.filePath("warpguardd.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        const QJsonObject cfg{{"robot_listen", QString("127.0.0.1:%1").arg(robot_port)},
+                              {"control_listen", QString("127.0.0.1:%1").arg(control_port)},
+                              {"token", kToken},
+                              {"data_dir", dir_.filePath("data")},
+                              {"robots", QJsonArray()}};
+        f.write(QJsonDocument(cfg).toJson());
+    }
+    void shot(QWidget* w, const QString& name) {
+        QApplication::processEvents();
+        QTest::qWait(150);
+        QVERIFY2(w->grab().save(shots_ + "/" + name + ".png"), qPrintable("cannot save " + name));
+    }
+    // Waits until the wizard's current page lets the user go on.
+    bool complete(SetupWizard* w, int timeout_ms) {
+        QElapsedTimer t;
+        t.start();
+        while (t.elapsed() < timeout_ms) {
+            if (w->currentPage()->isComplete()) return true;
+            QTest::qWait(100);
+        }
+        return false;
+    }
+    // Points of series `k` in the chart view named `name` under `w`.
+    int live_points(QWidget* w, const char* name, int k) {
+        auto* view = w->findChild<QChartView*>(name);
+        if (!view || view->chart()->series().size() <= k) return -1;
+        auto* s = qobject_cast<QXYSeries*>(view->chart()->series().at(k));
+        return s ? s->count() : -1;
+    }
+    QString message(SetupWizard* w) { return w->currentPage()->findChild<QLabel*>("stepMessage")->text(); }
+
+private slots:
+    void initTestCase() {
+        QVERIFY(dir_.isValid());
+        shots_ = qEnvironmentVariable("WARPGUARD_SHOTS", dir_.filePath("shots"));
+        QDir().mkpath(shots_);
+        write_config(0, 0);
+        start_daemon();
+        write_config(robot_port_, control_port_);  // the same ports after a restart
+    }
+
+    void wizard_to_detect_then_a_stop_with_evidence_and_reconnect() {
+        ControlLink link;
+        MainWindow window(&link);
+        window.show();
+        SetupWizard* w = window.openWizard();
+        QVERIFY(QTest::qWaitForWindowExposed(w));
+
+        // 1. Connect: a wrong token is refused in words, the right one connects.
+        w->findChild<QLineEdit*>("daemonHost")->setText("127.0.0.1");
+        w->findChild<QSpinBox*>("daemonPort")->setValue(control_port_);
+        w->findChild<QLineEdit*>("daemonToken")->setText("wrong-token-123");
+        QTest::mouseClick(w->findChild<QPushButton*>("connectButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(message(w).contains("check the token"), 5000);
+        QVERIFY(!w->currentPage()->isComplete());
+        w->findChild<QLineEdit*>("daemonToken")->setText(kToken);
+        QTest::mouseClick(w->findChild<QPushButton*>("connectButton"), Qt::LeftButton);
+        QVERIFY2(complete(w, 5000), qPrintable(message(w)));
+        shot(w, "wizard-1-connect");
+        w->next();
+
+        // 2. Add the robot.
+        w->findChild<QLineEdit*>("robotId")->setText(kRobot);
+        w->findChild<QComboBox*>("robotVendor")->setCurrentIndex(0);
+        w->findChild<QLineEdit*>("robotAddress")->setText("127.0.0.1");
+        QTest::mouseClick(w->findChild<QPushButton*>("addRobotButton"), Qt::LeftButton);
+        QVERIFY2(complete(w, 5000), qPrintable(message(w)));
+        shot(w, "wizard-2-robot");
+        w->next();
+
+        // 3. The script, filled in for this PC and robot.
+        w->findChild<QLineEdit*>("pcAddress")->setText("127.0.0.1");
+        QTest::mouseClick(w->findChild<QPushButton*>("generateScript"), Qt::LeftButton);
+        QVERIFY2(complete(w, 5000), qPrintable(message(w)));
+        const QString script = w->findChild<QPlainTextEdit*>("scriptText")->toPlainText();
+        QVERIFY(script.contains(QString("socket_open(\"127.0.0.1\", %1").arg(robot_port_)));
+        QVERIFY(script.contains("WG1;" + kRobot + ";ur;"));
+        shot(w, "wizard-3-script");
+        w->next();
+
+        // 4. Waiting for the robot, then the simulated robot's task connects (URScript behaviour).
+        QTest::qWait(700);
+        QVERIFY(!w->currentPage()->isComplete());
+        shot(w, "wizard-4-waiting");
+        sim_.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        sim_.setStandardOutputFile(dir_.filePath("sim.log"));
+        sim_.start(WARPGUARD_SIM, {"run", "--robot", WARPGUARD_ROBOT, "--task", WARPGUARD_TASK, "--connect",
+                                   QString("127.0.0.1:%1").arg(robot_port_), "--vendor", "ur", "--id", kRobot, "--period", "0.004",
+                                   "--cycles", "110", "--speed", "4", "--seed", "7", "--contacts", "60", "--contacts-from-cycle", kContactsFrom,
+                                   "--min-force", "150", "--max-force", "300"});
+        QVERIFY(sim_.waitForStarted(5000));
+        QVERIFY2(complete(w, 15000), "the simulated robot did not connect");
+        shot(w, "wizard-4-connected");
+        w->next();
+
+        // 5. Robot model by the identification procedure, played by the simulated controller.
+        {
+            // On the radio button's indicator: a wide button only takes clicks on its indicator and text.
+            auto* identify = w->findChild<QRadioButton*>("modelIdentify");
+            QTest::mouseClick(identify, Qt::LeftButton, {}, QPoint(8, identify->height() / 2));
+            QVERIFY(identify->isChecked());
+        }
+        QTRY_VERIFY2_WITH_TIMEOUT(message(w).contains("Armed"), qPrintable(message(w)), 5000);
+        QProcess ident;
+        ident.start(WARPGUARD_SIM, {"identify", "--robot", WARPGUARD_ROBOT, "--connect", QString("127.0.0.1:%1").arg(robot_port_), "--vendor",
+                                    "ur", "--id", kRobot, "--noise-mm", "0.05"});
+        QVERIFY(ident.waitForFinished(60000));
+        QCOMPARE(ident.exitCode(), 0);
+        QVERIFY2(complete(w, 20000), qPrintable(w->findChild<QLabel*>("modelResult")->text()));
+        QVERIFY(w->findChild<QLabel*>("modelResult")->text().contains("identified from 144 points"));
+        shot(w, "wizard-5-model");
+        w->next();
+
+        // 6. Record: 25 complete cycles (3 reference + 22 for the thresholds; the wizard asks for >= 13).
+        QTest::mouseClick(w->findChild<QPushButton*>("recordStart"), Qt::LeftButton);
+        auto* counter = w->findChild<QLabel*>("cycleCounter");
+        QTRY_VERIFY_WITH_TIMEOUT(counter->text().section(' ', 0, 0).toInt() >= 25, 120000);
+        QVERIFY2(live_points(w, "recordChart", 0) > 50, "the recording page's live chart shows no signal");
+        shot(w, "wizard-6-recording");
+        QTest::mouseClick(w->findChild<QPushButton*>("recordStop"), Qt::LeftButton);
+        QVERIFY2(complete(w, 10000), qPrintable(message(w)));
+        w->next();
+
+        // 7. Calibrate with the sensitivity control: the expected false-stop rate follows it.
+        auto* rate = w->findChild<QLabel*>("expectedRate");
+        QVERIFY(rate->text().contains("1,000"));
+        w->findChild<QSlider*>("sensitivity")->setValue(4);
+        QVERIFY(rate->text().contains("10,000"));
+        w->findChild<QSlider*>("sensitivity")->setValue(2);
+        QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
+        QVERIFY2(complete(w, 60000), qPrintable(message(w)));
+        QCOMPARE(w->findChild<QTableWidget*>("thresholdTable")->rowCount(), 6);
+        QVERIFY(w->findChild<QLabel*>("derivation")->text().contains("margin"));
+        shot(w, "wizard-7-calibrate");
+        w->next();
+
+        // 8. Shadow: at least one cycle watched, the would-be stops listed.
+        QVERIFY2(complete(w, 30000), "no shadow cycle");
+        shot(w, "wizard-8-shadow");
+        w->next();
+
+        // 9. DETECT.
+        QTest::mouseClick(w->findChild<QPushButton*>("activateButton"), Qt::LeftButton);
+        QVERIFY2(complete(w, 5000), qPrintable(message(w)));
+        shot(w, "wizard-9-detect");
+        w->accept();
+
+        // The dashboard: a simulated collision becomes a stop event; its evidence opens.
+        Dashboard* dash = window.dashboard();
+        dash->selectRobot(kRobot);
+        QTableWidget* events = dash->eventTable();
+        int stop_row = -1;
+        QElapsedTimer waited;
+        waited.start();
+        while (stop_row < 0 && waited.elapsed() < 180000) {
+            for (int r = 0; r < events->rowCount(); ++r) {
+                if (events->item(r, 3)->text() == "stop") stop_row = r;
+            }
+            QTest::qWait(200);
+        }
+        QVERIFY2(stop_row >= 0, "no stop event within 180 s of DETECT");
+        {
+            // A stop before the first collision would be a false stop, not the collision's.
+            const QString reason = events->item(stop_row, 4)->text();
+            const QRegularExpressionMatch at = QRegularExpression("at cycle (\\d+)").match(reason);
+            QVERIFY2(at.hasMatch(), qPrintable(reason));
+            QVERIFY2(at.captured(1).toInt() >= QString(kContactsFrom).toInt(), qPrintable("false stop before the first collision: " + reason));
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"), 5000);
+        QTest::qWait(1200);  // the live chart shows the stop
+        QVERIFY2(live_points(&window, "liveChart", 0) > 50, "the dashboard's live chart shows no signal");
+        QVERIFY2(live_points(&window, "liveChart", 1) > 10, "the dashboard's live chart shows no matched reference");
+        shot(&window, "dashboard-stop");
+        const qint64 stop_id = events->item(stop_row, 0)->text().toLongLong();
+        events->setCurrentCell(stop_row, 0);
+        events->setFocus();
+        QTest::keyClick(events, Qt::Key_Return);  // keyboard: Enter opens the evidence
+        QTRY_VERIFY_WITH_TIMEOUT(dash->lastEvidence() && dash->lastEvidence()->loaded(), 5000);
+        EvidenceDialog* ev = dash->lastEvidence();
+        QVERIFY(ev->windowTitle().contains(QString::number(stop_id)));
+        QCOMPARE(ev->findChild<QTableWidget*>("evidenceRules")->rowCount(), 6);
+        QVERIFY2(ev->findChild<QLabel*>("evidenceDecision")->text().contains("limit"), qPrintable(ev->findChild<QLabel*>("evidenceDecision")->text()));
+        QVERIFY(ev->findChild<QTabWidget*>("evidenceCharts")->count() == 6);
+        shot(ev, "evidence");
+        ev->close();
+
+        // Resume only with the confirmation.
+        QTest::mouseClick(window.findChild<QPushButton*>("resumeButton"), Qt::LeftButton);
+        QMessageBox* box = nullptr;
+        QTRY_VERIFY_WITH_TIMEOUT((box = window.findChild<QMessageBox*>("resumeConfirmation")) != nullptr, 3000);
+        shot(box, "resume-confirmation");
+        QTest::mouseClick(box->button(QMessageBox::Yes), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"), 5000);
+
+        // The daemon restarts: the panel says so, and reconnects by itself.
+        daemon_.kill();
+        QVERIFY(daemon_.waitForFinished(5000));
+        QTRY_VERIFY_WITH_TIMEOUT(!link.isReady(), 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QLabel*>("dashboardStatus")->text().contains("Reconnecting"), 3000);
+        QVERIFY(window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("no contact"));
+        shot(&window, "dashboard-reconnecting");
+        start_daemon();
+        QTRY_VERIFY_WITH_TIMEOUT(link.isReady(), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QLabel*>("dashboardStatus")->text().contains("Connected"), 3000);
+        QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QPushButton*>("tile-" + kRobot) != nullptr, 3000);
+    }
+
+    void cleanupTestCase() {
+        if (sim_.state() != QProcess::NotRunning) {
+            sim_.kill();
+            sim_.waitForFinished(3000);
+        }
+        if (daemon_.state() != QProcess::NotRunning) {
+            daemon_.terminate();
+            daemon_.waitForFinished(5000);
+        }
+    }
+};
+
+QTEST_MAIN(PanelTest)
+#include "test_panel.moc"
