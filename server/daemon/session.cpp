@@ -420,9 +420,9 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
                                   static_cast<long long>(f.seq));
                 } else {
                     // Rule 2 is in unit squared; the CUSUM sums deviations in multiples of the phase threshold.
-                    const char* value_unit = d.rule == Rule::Eigenvalue ? (config_.unit == SignalUnit::Percent ? "%^2" : (config_.unit == SignalUnit::A ? "A^2" : "Nm^2"))
-                                             : d.rule == Rule::Accumulated ? "(threshold units)"
-                                                                          : unit;
+                    char squared[8];
+                    std::snprintf(squared, sizeof squared, "%s^2", unit);
+                    const char* value_unit = d.rule == Rule::Eigenvalue ? squared : d.rule == Rule::Accumulated ? "(threshold units)" : unit;
                     std::snprintf(reason, sizeof reason, "joint %zu %s: %.4g > limit %.4g %s at cycle %lld, seq %lld", d.joint,
                                   rule_name(d.rule), d.value, d.threshold, value_unit, static_cast<long long>(f.cycle),
                                   static_cast<long long>(f.seq));

@@ -201,13 +201,15 @@ def test_detect(tmp):
             r = json.load(f)
         truth = r["evaluation"]["summary"]
         stops = [s for s in r["stops"] if s["reason"] == "STOP reply"]
+        # First: a missed reply makes the robot hold itself, and then no collision can be stopped by a reply.
+        check(r["timeouts"] == 0, "no reply missed the robot's 20 ms timeout (%d)" % r["timeouts"])
         check(len(stops) >= 1, "the daemon stopped the robot %d time(s)" % len(stops))
         first = truth["collision_details"][0]
         print("collisions %d, detected %d, false stop events %d" % (truth["collisions"], truth["detected"], truth["false_stop_events"]))
         check(first["detected"], "first collision (%.0f N on link %d) detected after %.1f ms" % (first["peak_force"], first["link"], first["delay"] * 1e3))
-        check(stops[0]["t"] >= first["onset_t"] and stops[0]["t"] - first["onset_t"] < 0.5,
-              "the first stop (t = %.3f s) follows the collision onset (t = %.3f s)" % (stops[0]["t"], first["onset_t"]))
-        check(r["timeouts"] == 0, "no reply missed the robot's 20 ms timeout (%d)" % r["timeouts"])
+        if stops:
+            check(stops[0]["t"] >= first["onset_t"] and stops[0]["t"] - first["onset_t"] < 0.5,
+                  "the first stop (t = %.3f s) follows the collision onset (t = %.3f s)" % (stops[0]["t"], first["onset_t"]))
         print("reply latency median %.3f ms, p99 %.3f ms, max %.3f ms" % (r["latency_median_ms"], r["latency_p99_ms"], r["latency_max_ms"]))
         ev = d.call({"cmd": "events", "robot": "cell1", "kind": "stop"})["events"]
         check(len(ev) >= 1 and ev[0]["has_evidence"], "stop event stored with evidence: %s" % (ev[0]["reason"] if ev else "none"))
