@@ -5,6 +5,10 @@
 #include <set>
 #include <thread>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -422,6 +426,7 @@ private:
         if (cmd == "calibrate") {
             // Seconds of work: run it beside the I/O and answer when done.
             std::thread([self = shared_from_this(), request, answer_id = id] {
+                lower_thread_priority();  // never compete with the robots' replies
                 json body;
                 try {
                     body = handle_command(self->context_, request);

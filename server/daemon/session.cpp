@@ -1,5 +1,11 @@
 #include "session.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +17,13 @@
 #include <unistd.h>
 
 namespace warpguard::daemon {
+
+void lower_thread_priority() {
+    // Linux: a thread's nice value is set through its thread id.
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19) != 0) {
+        spdlog::debug("cannot lower a worker thread's priority: errno {}", errno);
+    }
+}
 
 namespace {
 
@@ -161,6 +174,7 @@ protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view
     options.flange_offset = ident_flange_offset_;
     if (ident_worker_.joinable()) ident_worker_.join();
     ident_worker_ = std::thread([this, points = std::move(points), options] {
+        lower_thread_priority();
         nlohmann::json result;
         std::string reason;
         bool ok = false;

@@ -32,6 +32,10 @@
 
 namespace warpguard::daemon {
 
+// Background work (calibration, identification) runs at the lowest scheduling priority, so on a
+// small cell PC it never delays a reply to a robot (a reply later than the robot's timeout stops it).
+void lower_thread_priority();
+
 using Clock = std::chrono::steady_clock;
 
 // Mode bits the robot task sends (robot_scripts/PROTOCOL.md §2.1).
