@@ -206,8 +206,11 @@ Decision Detector::update(const Sample& sample) {
     Decision decision;
     std::uint8_t fired = 0;
     double worst_ratio = 1.0;  // a joint must exceed its threshold (ratio > 1) to stop
+    // Until the window holds m real samples after a reset, its older part is copies of the first
+    // sample, not a measurement: the rules are computed (the feed shows them) but not applied.
+    const bool window_full = updates_ >= m;
     auto consider = [&](std::size_t j, Rule rule, double value, double threshold) {
-        if (!(value > threshold)) return;
+        if (!window_full || !(value > threshold)) return;
         fired = static_cast<std::uint8_t>(fired | (1u << static_cast<int>(rule)));
         const double ratio = threshold > 0 ? value / threshold : INFINITY;
         if (decision.verdict == Verdict::Continue || ratio > worst_ratio) {
@@ -302,6 +305,11 @@ Decision Detector::update(const Sample& sample) {
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
             cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
             ev.cusum = cusum_[j];
+            if (!window_full) {  // nothing is judged or learned from a padded window
+                over_[j] = 0;
+                cusum_[j] = 0;
+                continue;
+            }
             if (over_[j] >= ph.persistence) {
                 consider(j, Rule::AbsoluteDifference, excess, ev.phase_threshold);
             } else if (ph.cusum_limit > 0 && cusum_[j] > ph.cusum_limit) {

@@ -1,11 +1,15 @@
 #include "live_robot.hpp"
 
+#include "reply_timing.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -84,6 +88,7 @@ bool LiveRobot::connect_now() {
             ::fcntl(fd, F_SETFL, flags);
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            protocol::enable_arrival_times(fd);  // the deadline is judged on each reply's arrival time
         } else {
             ::close(fd);
         }
@@ -103,29 +108,48 @@ bool LiveRobot::connect_now() {
     return true;
 }
 
-std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed) {
+using protocol::realtime_now;
+
+// The robot's controller runs its timeout in real time; this process does not (it shares the PC
+// with the daemon and the physics). So the deadline is judged on the kernel's arrival time of the
+// reply, not on when this thread happened to wake up: a reply that arrived in time is in time even
+// if the simulator was descheduled, and one that arrived late is late even if it was read at once.
+std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed, double sent_rt) {
     malformed = false;
     lost_ = false;
+    late_arrival_rt_ = 0;
+    if (sent_rt <= 0) sent_rt = realtime_now();
+    const double deadline_rt = sent_rt + timeout_s;
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     const bool ascii = options_.handshake.vendor == protocol::Vendor::Denso;
     char bytes[4];
     std::size_t have = 0;
     while (true) {
         const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
-        if (left <= 0) return std::nullopt;
-        pollfd p{fd_, POLLIN, 0};
-        const int rc = ::poll(&p, 1, static_cast<int>((left + 999) / 1000));
-        if (rc <= 0) {
+        if (left > 0) {
+            pollfd p{fd_, POLLIN, 0};
+            const int rc = ::poll(&p, 1, static_cast<int>((left + 999) / 1000));
             if (rc < 0 && errno == EINTR) continue;
+        }
+        // Whatever is there now (also after the poll timed out: it may have come while this thread waited to run).
+        double arrival = 0;
+        const ssize_t n = ascii ? protocol::receive_stamped(fd_, line_buffer_, 1, MSG_DONTWAIT, arrival)
+                                 : protocol::receive_stamped(fd_, bytes + have, 4 - have, MSG_DONTWAIT, arrival);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            lost_ = true;
             return std::nullopt;
         }
+        if (n < 0) {
+            if (left <= 0 || Clock::now() >= deadline) return std::nullopt;  // nothing came in time
+            continue;
+        }
+        if (arrival > deadline_rt) {  // it came, but after the robot's timeout
+            late_arrival_rt_ = arrival;
+            return std::nullopt;
+        }
+        last_arrival_rt_ = arrival;
         if (ascii) {
-            char c;
-            const ssize_t n = ::recv(fd_, &c, 1, 0);
-            if (n <= 0) {
-                lost_ = true;
-                return std::nullopt;
-            }
+            const char c = line_buffer_[0];
             if (c == '\n') {
                 const std::string text = line_;
                 line_.clear();
@@ -135,11 +159,6 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
             }
             if (line_.size() < 16) line_ += c;
         } else {
-            const ssize_t n = ::recv(fd_, bytes + have, 4 - have, 0);
-            if (n <= 0) {
-                lost_ = true;
-                return std::nullopt;
-            }
             have += static_cast<std::size_t>(n);
             if (have == 4) {
                 const std::uint32_t v = (std::uint32_t(static_cast<unsigned char>(bytes[0])) << 24) |
@@ -228,7 +247,7 @@ Reply LiveRobot::on_sample(const Sample& s) {
         const std::string bytes = options_.handshake.framing == protocol::Framing::Binary ? protocol::encode_sample_binary(f)
                                                                                           : protocol::encode_sample_ascii(f, options_.handshake.angles);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;
-        const auto sent_at = Clock::now();
+        const double sent_rt = realtime_now();
         if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
             self_stop_ = true;
             hold(s.t, "connection lost");
@@ -236,7 +255,7 @@ Reply LiveRobot::on_sample(const Sample& s) {
         } else {
             ++sent_;
             bool malformed = false;
-            const auto r = read_reply(options_.handshake.timeout, malformed);
+            const auto r = read_reply(options_.handshake.timeout, malformed, sent_rt);
             if (!r) {
                 self_stop_ = true;
                 if (lost_) {
@@ -244,10 +263,18 @@ Reply LiveRobot::on_sample(const Sample& s) {
                 } else {
                     ++timeouts_;
                     hold(s.t, fmt::format("no reply within {:.0f} ms", options_.handshake.timeout * 1e3));
+                    // Diagnosis only (the robot is already held): did the reply come late, or never?
+                    double arrived = late_arrival_rt_;
+                    bool late_malformed = false;
+                    if (arrived <= 0 && read_reply(0.5, late_malformed, sent_rt)) arrived = last_arrival_rt_;
+                    std::fprintf(stderr, "warpguard-sim: t=%.3f s seq %lld: no reply within %.0f ms; %s\n", s.t, static_cast<long long>(f.seq),
+                                 options_.handshake.timeout * 1e3,
+                                 arrived > 0 ? fmt::format("it arrived {:.1f} ms after the sample was sent", (arrived - sent_rt) * 1e3).c_str()
+                                             : "none arrived within 500 ms either");
                 }
                 disconnect();  // a late reply would be taken for the next sample's: start over
             } else {
-                latencies_.push_back(std::chrono::duration<double>(Clock::now() - sent_at).count());
+                latencies_.push_back(last_arrival_rt_ - sent_rt);  // send -> arrival at the robot's socket
                 if (*r == protocol::Reply::Continue) {
                     if (held_) {
                         held_ = false;

@@ -58,7 +58,7 @@ public:
     bool connected() const { return fd_ >= 0; }
     // Per sample sent: whether the robot was held after its reply (for the evaluation).
     const std::vector<std::uint8_t>& held_after() const { return held_after_; }
-    const std::vector<double>& latencies() const { return latencies_; }  // s, send -> reply
+    const std::vector<double>& latencies() const { return latencies_; }  // s, send -> reply's arrival at the socket
     const std::vector<LiveStop>& stops() const { return stops_; }
     const std::vector<double>& resumes() const { return resumes_; }
     std::size_t samples_sent() const { return sent_; }
@@ -69,8 +69,9 @@ public:
 private:
     bool connect_now();
     void disconnect();
-    // Reads the reply of the vendor's form; nullopt on timeout or a lost link.
-    std::optional<protocol::Reply> read_reply(double timeout_s, bool& malformed);
+    // Reads the reply of the vendor's form; nullopt on timeout (judged on the kernel's arrival time
+    // of the reply, measured from `sent_rt`, CLOCK_REALTIME; 0: now) or a lost link.
+    std::optional<protocol::Reply> read_reply(double timeout_s, bool& malformed, double sent_rt = 0);
     void hold(double t, const std::string& reason);
 
     LiveOptions options_;
@@ -89,6 +90,9 @@ private:
     std::size_t sent_ = 0, timeouts_ = 0, connections_ = 0, failed_connects_ = 0;
     std::string line_;  // partial Denso reply line
     bool lost_ = false;  // the last read_reply() saw the connection close
+    double last_arrival_rt_ = 0;  // kernel receive time of the last reply byte (CLOCK_REALTIME)
+    double late_arrival_rt_ = 0;  // ... of a reply that came after the timeout (0: none)
+    char line_buffer_[1] = {};
 };
 
 }  // namespace warpguard::sim

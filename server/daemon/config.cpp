@@ -122,7 +122,7 @@ RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& w
 DaemonConfig config_from_json(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: the configuration must be a JSON object", where));
     static const char* known[] = {"robot_listen", "control_listen", "token", "token_file", "data_dir", "deadline_ms",
-                                  "resume_grace_s", "idle_timeout_s", "io_threads", "robots"};
+                                  "resume_grace_s", "idle_timeout_s", "io_threads", "robot_thread_priority", "robots"};
     for (const auto& [key, value] : j.items()) {
         bool ok = false;
         for (const char* k : known) ok = ok || key == k;
@@ -151,6 +151,11 @@ DaemonConfig config_from_json(const nlohmann::json& j, const std::string& where)
     c.resume_grace_s = get<double>(j, "resume_grace_s", where, c.resume_grace_s);
     c.idle_timeout_s = get<double>(j, "idle_timeout_s", where, c.idle_timeout_s);
     c.io_threads = get<std::size_t>(j, "io_threads", where, 0);
+    c.robot_thread_priority = get<int>(j, "robot_thread_priority", where, c.robot_thread_priority);
+    if (c.robot_thread_priority < 0 || c.robot_thread_priority > 99) {
+        throw std::invalid_argument(fmt::format("{}: robot_thread_priority must be 0 (normal scheduling) or a SCHED_FIFO priority 1-99, got {}",
+                                                where, c.robot_thread_priority));
+    }
     if (c.deadline_ms < 0 || c.resume_grace_s < 0 || c.idle_timeout_s <= 0) {
         throw std::invalid_argument(fmt::format("{}: deadline_ms and resume_grace_s must be >= 0, idle_timeout_s > 0", where));
     }

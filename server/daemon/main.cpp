@@ -3,7 +3,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <latch>
+#include <mutex>
 #include <thread>
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <CLI/CLI.hpp>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
@@ -50,9 +55,14 @@ int main(int argc, char** argv) {
     try {
         Store store((std::filesystem::path(config.data_dir) / "warpguard.sqlite").string());
         Registry registry;
+        // Robots' links run on `io` (its own threads, nothing there waits for a disk); the control API,
+        // SQLite writes and event subscribers run on `background` (one thread, so events keep their order).
         boost::asio::io_context io;
+        boost::asio::io_context background;
+        auto background_guard = boost::asio::make_work_guard(background);
+        const PostBackground post_background = [&background](std::function<void()> work) { boost::asio::post(background, std::move(work)); };
         std::unique_ptr<ControlServer> control;
-        SessionSettings settings{config.deadline_ms, config.resume_grace_s, config.data_dir};
+        SessionSettings settings{config.deadline_ms, config.resume_grace_s, config.data_dir, post_background};
         auto on_event = [&control](const nlohmann::json& e) {
             if (control) control->publish_event(e);
         };
@@ -90,9 +100,9 @@ int main(int argc, char** argv) {
                          profile ? fmt::format(", profile with {} reference samples", profile->reference.size()) : ", no profile");
         }
 
-        RobotServer robot_server(io, config.robots, registry, store, config.idle_timeout_s);
+        RobotServer robot_server(io, config.robots, registry, store, config.idle_timeout_s, post_background);
         DaemonContext context{registry, store, settings, config.token, robot_server.port(), make_session};
-        control = std::make_unique<ControlServer>(io, config.control, context);
+        control = std::make_unique<ControlServer>(background, config.control, context);
         spdlog::info("warpguardd {} listening: robots on {}:{}, control API on {}:{}; data in {}", WARPGUARD_VERSION, config.robots.address,
                      robot_server.port(), config.control.address, control->port(), config.data_dir);
         if (!ready_file.empty()) {
@@ -102,10 +112,11 @@ int main(int argc, char** argv) {
             std::filesystem::rename(tmp, ready_file);
         }
 
-        boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+        boost::asio::signal_set signals(background, SIGINT, SIGTERM);
         signals.async_wait([&](const boost::system::error_code&, int signal) {
             spdlog::info("signal {}: shutting down", signal);
             robot_server.stop();
+            io.stop();
             control->stop();
             for (const auto& s : registry.all()) {
                 if (s->status().contains("recording")) {
@@ -116,12 +127,42 @@ int main(int argc, char** argv) {
                     }
                 }
             }
-            io.stop();
+            // Events posted before this point are stored first (one thread, in order).
+            boost::asio::post(background, [&background] { background.stop(); });
         });
-        std::size_t threads = config.io_threads ? config.io_threads : std::max(2u, std::thread::hardware_concurrency());
+        const std::size_t threads = config.io_threads ? config.io_threads : std::max(2u, std::thread::hardware_concurrency());
         std::vector<std::thread> pool;
-        for (std::size_t k = 1; k < threads; ++k) pool.emplace_back([&io] { io.run(); });
-        io.run();
+        // The robots' threads run real-time (config robot_thread_priority); the background thread, and
+        // what it starts (calibration, identification, which lower themselves further), normally.
+        sched_param normal{};
+        ::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &normal);  // if started under a real-time policy
+        std::latch tried(static_cast<std::ptrdiff_t>(threads));
+        std::mutex priority_mutex;
+        std::string priority_error;
+        for (std::size_t k = 0; k < threads; ++k) {
+            pool.emplace_back([&io, &tried, &priority_mutex, &priority_error, priority = config.robot_thread_priority] {
+                const std::string why = raise_thread_priority(priority);
+                if (!why.empty()) {
+                    std::lock_guard lk(priority_mutex);
+                    priority_error = why;
+                }
+                tried.count_down();
+                io.run();
+            });
+        }
+        tried.wait();
+        if (config.robot_thread_priority == 0) {
+            spdlog::info("robot link threads: {} at normal scheduling (robot_thread_priority 0)", threads);
+        } else if (priority_error.empty()) {
+            spdlog::info("robot link threads: {} at SCHED_FIFO priority {}", threads, config.robot_thread_priority);
+        } else {
+            spdlog::warn("robot link threads cannot run at SCHED_FIFO priority {} ({}): they run at normal priority, and other "
+                         "programs on this PC can delay a reply past the robot's timeout; grant it (root, CAP_SYS_NICE or "
+                         "LimitRTPRIO, see docs/daemon.md) or set robot_thread_priority 0",
+                         config.robot_thread_priority, priority_error);
+        }
+        background.run();
+        io.stop();
         for (auto& t : pool) t.join();
     } catch (const std::exception& e) {
         spdlog::critical("{}", e.what());

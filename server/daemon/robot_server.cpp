@@ -42,9 +42,10 @@ std::optional<protocol::Vendor> vendor_of(std::string_view line) {
 
 class RobotLink : public std::enable_shared_from_this<RobotLink> {
 public:
-    RobotLink(tcp::socket socket, std::uint64_t id, Registry& registry, Store& store, double idle_timeout_s)
+    RobotLink(tcp::socket socket, std::uint64_t id, Registry& registry, Store& store, double idle_timeout_s, PostBackground post_background)
         : socket_(std::move(socket)), timer_(socket_.get_executor()), id_(id), registry_(registry), store_(store),
-          idle_timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(idle_timeout_s))) {}
+          idle_timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(idle_timeout_s))),
+          post_background_(std::move(post_background)) {}
 
     void start() {
         boost::system::error_code ec;
@@ -92,7 +93,7 @@ private:
             // Fail-safe: whatever went wrong, the robot hears STOP.
             if (session_) {
                 reply(session_->on_internal_error(id_, e.what()));
-                session_->flush();
+                session_->request_flush();
             }
             close(fmt::format("internal error: {}", e.what()));
             return;
@@ -114,20 +115,24 @@ private:
     }
 
     void refuse(const std::string& robot, const std::string& reason, std::optional<protocol::Vendor> vendor) {
-        spdlog::warn("robot link {}: {}", id_, reason);
-        try {
-            EventRecord e;
-            e.robot = robot;
-            e.kind = "refused";
-            e.reason = reason;
-            store_.add_event(e);
-        } catch (const std::exception& e) {
-            spdlog::error("cannot store the refusal: {}", e.what());
-        }
         if (vendor) {
             vendor_ = *vendor;
             reply(protocol::Reply::Stop);
         }
+        spdlog::warn("robot link {}: {}", id_, reason);
+        EventRecord e;
+        e.robot = robot;
+        e.kind = "refused";
+        e.reason = reason;
+        auto store = [&store = store_, e = std::move(e)] {
+            try {
+                store.add_event(e);
+            } catch (const std::exception& ex) {
+                spdlog::error("cannot store the refusal: {}", ex.what());
+            }
+        };
+        if (post_background_) post_background_(std::move(store));
+        else store();
         close(reason);
     }
 
@@ -223,7 +228,7 @@ private:
             }
             consume(std::max<std::size_t>(r.consumed, 1));
         }
-        session_->flush();
+        session_->request_flush();
         if (!session_->is_link(id_)) close("replaced by a newer connection of the same robot");
     }
 
@@ -255,12 +260,15 @@ private:
     protocol::SampleFrame frame_;
     std::shared_ptr<RobotSession> session_;
     bool closed_ = false;
+    PostBackground post_background_;
 };
 
 }  // namespace
 
-RobotServer::RobotServer(asio::io_context& io, const Endpoint& listen, Registry& registry, Store& store, double idle_timeout_s)
-    : io_(io), acceptor_(open_acceptor(io, listen)), registry_(registry), store_(store), idle_timeout_s_(idle_timeout_s) {
+RobotServer::RobotServer(asio::io_context& io, const Endpoint& listen, Registry& registry, Store& store, double idle_timeout_s,
+                         PostBackground post_background)
+    : io_(io), acceptor_(open_acceptor(io, listen)), registry_(registry), store_(store), idle_timeout_s_(idle_timeout_s),
+      post_background_(std::move(post_background)) {
     accept();
 }
 
@@ -273,7 +281,7 @@ void RobotServer::accept() {
             }
             return;
         }
-        std::make_shared<RobotLink>(std::move(socket), next_link_++, registry_, store_, idle_timeout_s_)->start();
+        std::make_shared<RobotLink>(std::move(socket), next_link_++, registry_, store_, idle_timeout_s_, post_background_)->start();
         accept();
     });
 }

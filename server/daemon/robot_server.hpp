@@ -1,7 +1,8 @@
 // The robots' side of warpguardd: a TCP acceptor and one link per connected robot task, speaking the
 // wire protocol (robot_scripts/PROTOCOL.md) through the pure codec. Each link's handlers run on its
 // own strand; a sample is decoded, decided and answered inside the read handler, with a synchronous
-// write of the 4 (or 2) reply bytes, before anything else happens.
+// write of the 4 (or 2) reply bytes, before anything else happens. Nothing on these threads waits for
+// the disk: events and state go to the background thread (`post_background`).
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,8 @@ namespace warpguard::daemon {
 
 class RobotServer {
 public:
-    RobotServer(boost::asio::io_context& io, const Endpoint& listen, Registry& registry, Store& store, double idle_timeout_s);
+    RobotServer(boost::asio::io_context& io, const Endpoint& listen, Registry& registry, Store& store, double idle_timeout_s,
+                PostBackground post_background);
     std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
     void stop();
 
@@ -28,6 +30,7 @@ private:
     Registry& registry_;
     Store& store_;
     double idle_timeout_s_;
+    PostBackground post_background_;
     std::atomic<std::uint64_t> next_link_{1};
 };
 

@@ -1,5 +1,7 @@
 #include "session.hpp"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,10 +21,22 @@
 namespace warpguard::daemon {
 
 void lower_thread_priority() {
-    // Linux: a thread's nice value is set through its thread id.
+    // A thread made by a real-time thread inherits its policy: back to normal scheduling first
+    // (always allowed), then the lowest nice value (Linux: set through the thread id).
+    sched_param normal{};
+    normal.sched_priority = 0;
+    ::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &normal);
     if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19) != 0) {
         spdlog::debug("cannot lower a worker thread's priority: errno {}", errno);
     }
+}
+
+std::string raise_thread_priority(int priority) {
+    if (priority <= 0) return "";
+    sched_param p{};
+    p.sched_priority = priority;
+    const int rc = ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &p);
+    return rc == 0 ? std::string() : std::string(std::strerror(rc));
 }
 
 namespace {
@@ -66,7 +80,6 @@ const char* rule_key(Rule r) {
 RobotSession::RobotSession(RobotConfig config, Store& store, SessionSettings settings, EventCallback on_event)
     : config_(std::move(config)), store_(store), settings_(std::move(settings)), on_event_(std::move(on_event)), ring_(kRing) {
     mode_ = config_.mode;
-    record_buffer_.resize(1 << 20);
 }
 
 RobotSession::~RobotSession() {
@@ -119,7 +132,7 @@ RobotSession::Attach RobotSession::attach_identification(std::uint64_t link, con
     }
     if (!a.reason.empty()) {
         lk.unlock();
-        event("refused", a.reason);
+        post_event("refused", a.reason);
         return a;
     }
     ident_link_ = link;
@@ -128,7 +141,7 @@ RobotSession::Attach RobotSession::attach_identification(std::uint64_t link, con
     a.accepted = true;
     a.reply = protocol::Reply::Continue;
     lk.unlock();
-    event("identify", fmt::format("identification procedure connected from {}", remote));
+    post_event("identify", fmt::format("identification procedure connected from {}", remote));
     return a;
 }
 
@@ -142,7 +155,7 @@ protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view
         ident_state_ = "failed";
         ident_result_ = {{"error", e.what()}};
         lk.unlock();
-        event("identify", fmt::format("identification failed: {}", e.what()));
+        post_event("identify", fmt::format("identification failed: {}", e.what()));
         return protocol::Reply::Stop;
     }
     if (msg.kind == protocol::IdentLine::Kind::Angles) {
@@ -158,7 +171,7 @@ protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view
             ident_state_ = "failed";
             ident_result_ = {{"error", "an IP line without its IQ line"}};
             lk.unlock();
-            event("identify", "identification failed: an IP line without its IQ line");
+            post_event("identify", "identification failed: an IP line without its IQ line");
             return protocol::Reply::Stop;
         }
         ident_pending_->p = Eigen::Vector3d(msg.p[0], msg.p[1], msg.p[2]);
@@ -213,7 +226,7 @@ void RobotSession::detach_identification(std::uint64_t link, const std::string& 
         }
         state = ident_state_;
     }
-    event("identify", fmt::format("identification link closed ({}): {}", state, why));
+    post_event("identify", fmt::format("identification link closed ({}): {}", state, why));
 }
 
 // Evidence storage for the profile's joints and window, reserved off the per-sample path.
@@ -250,6 +263,7 @@ void RobotSession::restore(const RobotState& state, std::optional<Profile> profi
         profile_summary_ = {{"id", profile_id_}, {"window", p.window}, {"method", to_string(p.method)},
                             {"reference_samples", p.reference.size()}};
         reserve_evidence_locked(p);
+        profile_ = std::make_shared<const Profile>(p);
         detector_ = std::move(detector);
     } else if (mode_ == Mode::Detect || mode_ == Mode::Shadow) {
         mode_ = Mode::Idle;
@@ -272,7 +286,7 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
     }
     if (!mismatch.empty()) {
         a.reason = fmt::format("robot '{}' refused: {}", config_.id, mismatch);
-        event("refused", a.reason);
+        post_event("refused", a.reason);
         return a;
     }
     std::uint64_t previous = 0;
@@ -292,7 +306,7 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
         a.accepted = true;
         a.reply = latched_ ? protocol::Reply::Stop : protocol::Reply::Continue;
     }
-    event("connect", fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
+    post_event("connect", fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
                            protocol::to_string(h.vendor), h.joints, to_string(h.signal), to_string(h.unit), h.period * 1e3,
                            h.timeout * 1e3, h.framing == protocol::Framing::Ascii ? "ascii" : "binary",
                            previous ? "; it replaces the previous connection" : ""));
@@ -305,7 +319,7 @@ void RobotSession::detach(std::uint64_t link, const std::string& why) {
         if (link != link_) return;
         link_ = 0;
     }
-    event("disconnect", why);
+    post_event("disconnect", why);
 }
 
 void RobotSession::latch_locked(const char* reason) {
@@ -409,6 +423,17 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
                 }
                 break;
             }
+            if (f.mode & kBitHeld) {
+                // The robot stands still (held by WarpGuard or by itself): a standing robot is not judged
+                // against a moving reference; the detector starts afresh when it moves again.
+                robot_held_ = true;
+                in_stop_run_ = false;
+                break;
+            }
+            if (robot_held_) {
+                robot_held_ = false;
+                detector_->reset();
+            }
             const Decision d = detector_->update(f.view());
             const auto evaluations = detector_->evaluations();
             for (std::size_t j = 0; j < evaluations.size() && j < protocol::kMaxJoints; ++j) {
@@ -506,14 +531,57 @@ void RobotSession::write_record_locked(const protocol::SampleFrame& f) {
     ++record_samples_;
 }
 
-void RobotSession::persist_state_locked() {
-    RobotState s;
-    s.robot = config_.id;
-    s.mode = to_string(mode_);
-    s.latched = latched_;
-    s.reason = latch_reason_.data();
-    s.profile_id = profile_id_;
-    store_.save_state(s);
+RobotSession::StateSnapshot RobotSession::snapshot_locked() {
+    StateSnapshot s;
+    s.state.robot = config_.id;
+    s.state.mode = to_string(mode_);
+    s.state.latched = latched_;
+    s.state.reason = latch_reason_.data();
+    s.state.profile_id = profile_id_;
+    s.version = ++state_version_;
+    return s;
+}
+
+void RobotSession::save_state(const StateSnapshot& s) {
+    std::lock_guard lk(persist_mutex_);
+    if (s.version <= persisted_version_) return;  // a newer state is already on disk
+    store_.save_state(s.state);
+    persisted_version_ = s.version;
+}
+
+void RobotSession::background(std::function<void()> work) {
+    if (settings_.post_background) settings_.post_background(std::move(work));
+    else work();
+}
+
+void RobotSession::post_event(const char* kind, std::string reason) {
+    std::weak_ptr<RobotSession> weak = weak_from_this();
+    if (!settings_.post_background || weak.expired()) {
+        event(kind, std::move(reason));
+        return;
+    }
+    settings_.post_background([weak, kind, reason = std::move(reason)]() mutable {
+        if (auto self = weak.lock()) self->event(kind, std::move(reason));
+    });
+}
+
+void RobotSession::request_flush() {
+    {
+        auto lk = lock();
+        if (pending_count_ == 0 && !state_dirty_ && gaps_ == gaps_reported_) return;
+    }
+    std::weak_ptr<RobotSession> weak = weak_from_this();
+    if (!settings_.post_background || weak.expired()) {
+        flush();
+        return;
+    }
+    if (flush_posted_.exchange(true)) return;  // one is waiting already; it takes everything queued
+    settings_.post_background([weak] {
+        if (auto self = weak.lock()) {
+            self->flush_posted_ = false;
+            self->flush();
+        }
+    });
 }
 
 void RobotSession::event(const char* kind, std::string reason) {
@@ -583,6 +651,7 @@ void RobotSession::flush() {
     std::size_t count = 0, dropped = 0;
     bool dirty = false;
     std::uint64_t new_gaps = 0;
+    std::optional<StateSnapshot> state;
     {
         auto lk = lock();
         if (pending_count_ == 0 && !state_dirty_ && gaps_ == gaps_reported_) return;
@@ -601,7 +670,14 @@ void RobotSession::flush() {
             gaps_reported_ = gaps_;
             gap_report_time_ = now;
         }
-        if (dirty) persist_state_locked();
+        if (dirty) state = snapshot_locked();
+    }
+    if (state) {
+        try {
+            save_state(*state);
+        } catch (const std::exception& e) {
+            spdlog::error("robot {}: cannot store its state: {}", config_.id, e.what());
+        }
     }
     for (std::size_t k = 0; k < count; ++k) {
         const Pending& p = pending[k];
@@ -682,6 +758,8 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
     if (mode == Mode::Record) return start_recording(by);
     nlohmann::json committed;
     Mode before;
+    ClosedRecording closed;
+    StateSnapshot state;
     {
         auto lk = lock();
         if ((mode == Mode::Detect || mode == Mode::Shadow) && !detector_) {
@@ -689,12 +767,14 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
                                                     config_.id, to_string(mode)));
         }
         before = mode_;
-        if (mode_ == Mode::Record) committed = stop_recording_locked(by);
+        if (mode_ == Mode::Record && record_file_) closed = close_recording_locked();
         mode_ = mode;
         if (detector_ && mode != before) detector_->reset();
         in_stop_run_ = false;
-        persist_state_locked();
+        state = snapshot_locked();
     }
+    if (closed.file) committed = commit_recording(std::move(closed), by);
+    save_state(state);
     event("mode", fmt::format("mode {} -> {} by {}", to_string(before), to_string(mode), by));
     nlohmann::json j = status();
     if (!committed.is_null()) j["committed_recording"] = committed;
@@ -702,60 +782,96 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
 }
 
 nlohmann::json RobotSession::start_recording(const std::string& by) {
-    std::string path;
     {
         auto lk = lock();
-        if (record_file_) throw std::invalid_argument(fmt::format("robot '{}' is already recording to {}", config_.id, record_path_));
+        if (record_file_ || record_opening_) {
+            throw std::invalid_argument(fmt::format("robot '{}' is already recording to {}", config_.id, record_path_));
+        }
+        record_opening_ = true;
+    }
+    // The file is created and its header written without the lock (the robot's samples take it).
+    std::string path, started;
+    std::FILE* f = nullptr;
+    auto buffer = std::make_unique<char[]>(kRecordBuffer);
+    try {
         const std::filesystem::path dir = std::filesystem::path(settings_.data_dir) / "recordings";
         std::filesystem::create_directories(dir);
-        std::string stamp = now_iso();
+        started = now_iso();
+        std::string stamp = started;
         std::replace(stamp.begin(), stamp.end(), ':', '-');
         path = (dir / fmt::format("{}-{}.csv", config_.id, stamp)).string();
-        std::FILE* f = std::fopen(path.c_str(), "w");
+        f = std::fopen(path.c_str(), "w");
         if (!f) throw std::runtime_error(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
-        std::setvbuf(f, record_buffer_.data(), _IOFBF, record_buffer_.size());
+        std::setvbuf(f, buffer.get(), _IOFBF, kRecordBuffer);
         std::fprintf(f, "# robot: %s\n# joints: %zu\n# signal: %s\n# unit: %s\n# source: warpguardd recording started %s by %s\n",
                      config_.id.c_str(), config_.joints, to_string(config_.signal).c_str(), to_string(config_.unit).c_str(),
-                     now_iso().c_str(), by.c_str());
+                     started.c_str(), by.c_str());
         std::fprintf(f, "t,seq,cycle,mode");
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",tau%zu", j);
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",q%zu", j);
         std::fputc('\n', f);
+    } catch (...) {
+        if (f) std::fclose(f);
+        auto lk = lock();
+        record_opening_ = false;
+        throw;
+    }
+    StateSnapshot state;
+    {
+        auto lk = lock();
+        record_opening_ = false;
         record_file_ = f;
+        record_buffer_ = std::move(buffer);
         record_path_ = path;
-        record_started_ = now_iso();
+        record_started_ = started;
         record_samples_ = 0;
         record_cycle_changes_ = 0;
         mode_ = Mode::Record;
-        persist_state_locked();
+        state = snapshot_locked();
     }
+    save_state(state);
     event("recording", fmt::format("recording started by {} into {} (detection is off while recording)", by, path));
     return status();
 }
 
-nlohmann::json RobotSession::stop_recording_locked(const std::string& by) {
+RobotSession::ClosedRecording RobotSession::close_recording_locked() {
     if (!record_file_) throw std::invalid_argument(fmt::format("robot '{}' is not recording", config_.id));
-    std::fflush(record_file_);
-    ::fsync(fileno(record_file_));
-    std::fclose(record_file_);
+    ClosedRecording r;
+    r.file = record_file_;
+    r.buffer = std::move(record_buffer_);
+    r.path = record_path_;
+    r.started = record_started_;
+    r.samples = record_samples_;
+    r.cycles = record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0;
     record_file_ = nullptr;
     mode_ = Mode::Idle;
-    const std::size_t cycles = record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0;
-    const std::int64_t id = store_.add_recording(config_.id, record_path_, record_started_, record_samples_, cycles);
-    persist_state_locked();
-    spdlog::info("robot {}: recording {} committed by {}: {} samples, {} complete cycles, {}", config_.id, id, by, record_samples_,
-                 cycles, record_path_);
-    return {{"id", id}, {"path", record_path_}, {"samples", record_samples_}, {"cycles", cycles}};
+    return r;
+}
+
+nlohmann::json RobotSession::commit_recording(ClosedRecording r, const std::string& by) {
+    // Durable before it is listed: the CSV reaches the disk, then its row is committed.
+    std::fflush(r.file);
+    ::fsync(fileno(r.file));
+    std::fclose(r.file);
+    r.file = nullptr;
+    const std::int64_t id = store_.add_recording(config_.id, r.path, r.started, r.samples, r.cycles);
+    spdlog::info("robot {}: recording {} committed by {}: {} samples, {} complete cycles, {}", config_.id, id, by, r.samples, r.cycles,
+                 r.path);
+    return {{"id", id}, {"path", r.path}, {"samples", r.samples}, {"cycles", r.cycles}};
 }
 
 nlohmann::json RobotSession::stop_recording(const std::string& by) {
-    nlohmann::json r;
+    ClosedRecording closed;
+    StateSnapshot state;
     {
         auto lk = lock();
-        r = stop_recording_locked(by);
+        closed = close_recording_locked();
+        state = snapshot_locked();
     }
+    const nlohmann::json r = commit_recording(std::move(closed), by);
+    save_state(state);
     event("recording", fmt::format("recording {} stopped by {}: {} samples, {} complete cycles", r["id"].get<std::int64_t>(), by,
-                           r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>()));
+                                   r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>()));
     return r;
 }
 
@@ -768,24 +884,29 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
                                                 to_string(config_.unit)));
     }
     auto detector = std::make_unique<Detector>(profile);
-    RobotState s;
+    auto shared = std::make_shared<const Profile>(profile);
+    nlohmann::json summary = {{"id", profile_id}, {"window", profile.window}, {"method", to_string(profile.method)},
+                              {"reference_samples", profile.reference.size()}};
+    StateSnapshot state;
     {
         auto lk = lock();
         reserve_evidence_locked(profile);
         detector_ = std::move(detector);
+        profile_ = std::move(shared);
         profile_id_ = profile_id;
-        profile_summary_ = {{"id", profile_id}, {"window", profile.window}, {"method", to_string(profile.method)},
-                            {"reference_samples", profile.reference.size()}};
+        profile_summary_ = std::move(summary);
         in_stop_run_ = false;
-        persist_state_locked();
+        state = snapshot_locked();
     }
+    save_state(state);
     event("profile", fmt::format("profile {} activated by {} (window {}, reference {} samples, {})", profile_id, by, profile.window,
-                           profile.reference.size(), to_string(profile.method)));
+                                 profile.reference.size(), to_string(profile.method)));
     return status();
 }
 
 nlohmann::json RobotSession::resume(const std::string& by) {
     std::string was;
+    StateSnapshot state;
     {
         auto lk = lock();
         if (!latched_) throw std::invalid_argument(fmt::format("robot '{}' is not stopped; nothing to resume", config_.id));
@@ -796,8 +917,9 @@ nlohmann::json RobotSession::resume(const std::string& by) {
         if (detector_) detector_->reset();
         const double period = link_ != 0 ? handshake_.period : 0.004;
         grace_left_ = static_cast<std::size_t>(std::ceil(settings_.resume_grace_s / std::max(period, 1e-4)));
-        persist_state_locked();
+        state = snapshot_locked();
     }
+    save_state(state);
     event("resume", fmt::format("resumed by {} (the stop was: {})", by, was));
     return status();
 }
@@ -815,14 +937,20 @@ std::uint64_t RobotSession::feed(std::uint64_t after, std::size_t decimate, std:
 }
 
 nlohmann::json RobotSession::reference_summary() {
-    auto lk = lock();
-    if (!detector_) return nullptr;
-    const Profile& p = detector_->profile();
+    std::shared_ptr<const Profile> profile;
+    std::int64_t profile_id = 0;
+    {
+        auto lk = lock();
+        profile = profile_;
+        profile_id = profile_id_;
+    }
+    if (!profile) return nullptr;
+    const Profile& p = *profile;  // the (large) answer is built without the lock
     nlohmann::json joints = nlohmann::json::array();
     for (std::size_t j = 0; j < p.joints; ++j) {
         joints.push_back({{"joint", j + 1}, {"theta1", p.thresholds[j].rule1.value}, {"theta2", p.thresholds[j].rule2.value}});
     }
-    nlohmann::json out = {{"profile", profile_id_}, {"window", p.window}, {"reference_samples", p.reference.size()},
+    nlohmann::json out = {{"profile", profile_id}, {"window", p.window}, {"reference_samples", p.reference.size()},
                           {"reference", p.reference.tau}, {"thresholds", joints}, {"detector", to_string(p.detector)}};
     if (p.phase) out["phase_theta1"] = p.phase->rule1;  // per joint, per reference sample
     return out;

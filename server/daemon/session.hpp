@@ -1,8 +1,10 @@
 // One configured robot inside warpguardd: its mode, stop latch, profile and detector, recorder,
 // connection counters and live feed. The robot link calls on_sample() for every decoded sample and
-// writes the returned reply at once; flush() then does the slow part (SQLite, event subscribers)
-// after the reply is on its way. on_sample() does not allocate: events, evidence and the feed go
-// into storage reserved when the session and its profile are set up.
+// writes the returned reply at once; request_flush() then hands the slow part (SQLite, event
+// subscribers) to the daemon's background thread, so a robot's thread never waits for a disk. No
+// file or database I/O happens while the session's mutex is held (on_sample() takes the same mutex,
+// and a reply later than the robot's timeout stops the robot). on_sample() does not allocate:
+// events, evidence and the feed go into storage reserved when the session and its profile are set up.
 //
 // Fail-safe: every doubt answers STOP and latches it (malformed data, DETECT without a profile, a
 // missed deadline, an internal error, a robot that comes back already stopped). Only resume()
@@ -35,6 +37,9 @@ namespace warpguard::daemon {
 // Background work (calibration, identification) runs at the lowest scheduling priority, so on a
 // small cell PC it never delays a reply to a robot (a reply later than the robot's timeout stops it).
 void lower_thread_priority();
+// The robots' link threads: SCHED_FIFO at `priority` (0: leave as is). Returns an empty string on
+// success, else why not.
+std::string raise_thread_priority(int priority);
 
 using Clock = std::chrono::steady_clock;
 
@@ -61,15 +66,21 @@ struct FeedPoint {
     std::array<std::uint32_t, protocol::kMaxJoints> ref_end{};
 };
 
+// Hands work to the daemon's background thread (SQLite, subscribers), in the order posted.
+using PostBackground = std::function<void(std::function<void()>)>;
+
 struct SessionSettings {
     double deadline_ms = 0.0;  // 0: half the robot's reply timeout
     double resume_grace_s = 0.5;
     std::string data_dir;
+    // Runs slow work (SQLite, subscribers) on the daemon's background thread, in the order posted.
+    // Empty: the work runs at once on the calling thread (tests).
+    PostBackground post_background;
 };
 
 using EventCallback = std::function<void(const nlohmann::json&)>;
 
-class RobotSession {
+class RobotSession : public std::enable_shared_from_this<RobotSession> {
 public:
     RobotSession(RobotConfig config, Store& store, SessionSettings settings, EventCallback on_event);
     ~RobotSession();
@@ -91,6 +102,7 @@ public:
     protocol::Reply on_malformed(std::uint64_t link, std::string_view message);
     protocol::Reply on_internal_error(std::uint64_t link, std::string_view message);
     void flush();  // stores and publishes what on_sample() queued; call after the reply is written
+    void request_flush();  // flush() on the background thread (at most one waiting at a time)
     bool is_link(std::uint64_t link) {
         auto lk = lock();
         return link == link_;
@@ -148,14 +160,31 @@ private:
                       bool evidence);
     void capture_evidence_locked();
     void reserve_evidence_locked(const Profile& profile);
-    void persist_state_locked();
+    // The state row (mode, latch, profile) is written outside the mutex: snapshot under the lock,
+    // save_state() after it; a snapshot older than the one last written is skipped.
+    struct StateSnapshot {
+        RobotState state;
+        std::uint64_t version = 0;
+    };
+    StateSnapshot snapshot_locked();
+    void save_state(const StateSnapshot& s);
+    // A recording taken off the session under the lock, finished (fsync, SQLite) after it.
+    struct ClosedRecording {
+        std::FILE* file = nullptr;
+        std::unique_ptr<char[]> buffer;  // the file's stdio buffer: lives until fclose
+        std::string path, started;
+        std::size_t samples = 0, cycles = 0;
+    };
+    ClosedRecording close_recording_locked();
+    nlohmann::json commit_recording(ClosedRecording r, const std::string& by);
+    void post_event(const char* kind, std::string reason);  // event() on the background thread
+    void background(std::function<void()> work);
     std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
     nlohmann::json status_locked() const;
     nlohmann::json evidence_json(const Evidence& e) const;
     void event(EventRecord record);
     void event(const char* kind, std::string reason);  // a plain event of this robot
     void write_record_locked(const protocol::SampleFrame& frame);
-    nlohmann::json stop_recording_locked(const std::string& by);
 
     RobotConfig config_;
     Store& store_;
@@ -181,9 +210,15 @@ private:
     std::int64_t profile_id_ = 0;
     nlohmann::json profile_summary_;
     std::unique_ptr<Detector> detector_;
+    std::shared_ptr<const Profile> profile_;  // the detector's profile, for answers built outside the lock
     std::size_t grace_left_ = 0;   // samples whose STOP verdicts are not applied (after a resume)
     bool in_stop_run_ = false;     // the detector said STOP for the previous sample too
+    bool robot_held_ = false;      // the last sample had the held bit: the detector was not run
     bool state_dirty_ = false;
+    std::uint64_t state_version_ = 0;
+    std::mutex persist_mutex_;
+    std::uint64_t persisted_version_ = 0;
+    std::atomic<bool> flush_posted_{false};
 
     // Link.
     std::uint64_t link_ = 0;  // 0 = not connected
@@ -211,7 +246,9 @@ private:
 
     // Recording.
     std::FILE* record_file_ = nullptr;
-    std::vector<char> record_buffer_;
+    static constexpr std::size_t kRecordBuffer = 1 << 20;
+    std::unique_ptr<char[]> record_buffer_;
+    bool record_opening_ = false;  // start_recording() is creating the file (without the lock)
     std::string record_path_;
     std::string record_started_;
     std::size_t record_samples_ = 0;

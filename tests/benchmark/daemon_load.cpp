@@ -20,16 +20,18 @@
 #include <nlohmann/json.hpp>
 
 #include "warpguard/recording_csv.hpp"
+#include "reply_timing.hpp"
 #include "wire_protocol.hpp"
 
 using namespace warpguard;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-bool read_exact(int fd, char* p, std::size_t n) {
+// Reads exactly n bytes; `arrival` gets the kernel's arrival time of the last of them.
+bool read_exact(int fd, char* p, std::size_t n, double& arrival) {
     std::size_t have = 0;
     while (have < n) {
-        const ssize_t r = ::recv(fd, p + have, n - have, 0);
+        const ssize_t r = protocol::receive_stamped(fd, p + have, n - have, 0, arrival);
         if (r <= 0) return false;
         have += static_cast<std::size_t>(r);
     }
@@ -52,7 +54,7 @@ int main(int argc, char** argv) {
     CLI11_PARSE(app, argc, argv);
 
     const Recording rec = read_recording(recording);
-    std::vector<std::vector<double>> latencies(static_cast<std::size_t>(robots));
+    std::vector<std::vector<double>> latencies(static_cast<std::size_t>(robots)), woken(static_cast<std::size_t>(robots));
     std::vector<std::size_t> stops(static_cast<std::size_t>(robots), 0), errors(static_cast<std::size_t>(robots), 0), late(static_cast<std::size_t>(robots), 0);
     std::atomic<int> ready{0};
     const auto start = Clock::now() + std::chrono::milliseconds(500);
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
             }
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            protocol::enable_arrival_times(fd);
             protocol::Handshake h;
             h.robot_id = prefix + std::to_string(r + 1);
             h.joints = rec.joints();
@@ -80,7 +83,8 @@ int main(int argc, char** argv) {
             h.timeout = 0.020;
             const std::string hello = protocol::encode_handshake(h);
             char reply[4];
-            if (::send(fd, hello.data(), hello.size(), 0) != static_cast<ssize_t>(hello.size()) || !read_exact(fd, reply, 4)) {
+            double arrival = 0;
+            if (::send(fd, hello.data(), hello.size(), 0) != static_cast<ssize_t>(hello.size()) || !read_exact(fd, reply, 4, arrival)) {
                 ++errors[k];
                 ::close(fd);
                 return;
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
             ++ready;
             const std::size_t total = static_cast<std::size_t>(seconds * rate);
             latencies[k].reserve(total);
+            woken[k].reserve(total);
             const std::size_t offset = (k * 997) % rec.size();
             std::vector<double> tau(rec.joints()), q(rec.joints());
             const auto period = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
@@ -108,28 +113,34 @@ int main(int argc, char** argv) {
                     f.angle[j] = rec.q[j][row];
                 }
                 const std::string line = protocol::encode_sample_ascii(f, protocol::AngleUnit::Rad);
-                const auto t0 = Clock::now();
-                if (::send(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()) || !read_exact(fd, reply, 4)) {
+                const double t0 = protocol::realtime_now();
+                if (::send(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()) || !read_exact(fd, reply, 4, arrival)) {
                     ++errors[k];
                     break;
                 }
-                latencies[k].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                latencies[k].push_back(arrival - t0);  // send -> the reply's arrival at this socket
+                woken[k].push_back(protocol::realtime_now() - t0);  // ... -> this thread has read it
                 if (reply[3] == 1) ++stops[k];
             }
             ::close(fd);
         });
     }
     for (auto& t : threads) t.join();
-    std::vector<double> all;
+    std::vector<double> all, all_woken;
     std::size_t stop_count = 0, error_count = 0, late_count = 0;
     for (int r = 0; r < robots; ++r) {
         all.insert(all.end(), latencies[static_cast<std::size_t>(r)].begin(), latencies[static_cast<std::size_t>(r)].end());
+        all_woken.insert(all_woken.end(), woken[static_cast<std::size_t>(r)].begin(), woken[static_cast<std::size_t>(r)].end());
         stop_count += stops[static_cast<std::size_t>(r)];
         error_count += errors[static_cast<std::size_t>(r)];
         late_count += late[static_cast<std::size_t>(r)];
     }
     std::sort(all.begin(), all.end());
-    auto pct = [&](double p) { return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<std::size_t>(p / 100.0 * static_cast<double>(all.size())))]; };
+    std::sort(all_woken.begin(), all_woken.end());
+    auto pct_of = [](const std::vector<double>& v, double p) {
+        return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(p / 100.0 * static_cast<double>(v.size())))];
+    };
+    auto pct = [&](double p) { return pct_of(all, p); };
     const nlohmann::json result = {{"robots", robots},
                                    {"rate_hz", rate},
                                    {"seconds", seconds},
@@ -141,7 +152,11 @@ int main(int argc, char** argv) {
                                    {"over_20ms", std::count_if(all.begin(), all.end(), [](double v) { return v > 0.020; })},
                                    {"stop_replies", stop_count},
                                    {"errors", error_count},
-                                   {"client_late", late_count}};
+                                   {"client_late", late_count},
+                                   // The same, to when this client's thread had read the reply (its own wake-up included).
+                                   {"read_median_ms", pct_of(all_woken, 50) * 1e3},
+                                   {"read_p99_ms", pct_of(all_woken, 99) * 1e3},
+                                   {"read_max_ms", all_woken.empty() ? 0.0 : all_woken.back() * 1e3}};
     std::printf("%2d robots x %.0f Hz, %zu samples: median %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms, %lld over 20 ms, %zu errors\n",
                 robots, rate, all.size(), result["median_ms"].get<double>(), result["p99_ms"].get<double>(), result["p999_ms"].get<double>(),
                 result["max_ms"].get<double>(), static_cast<long long>(result["over_20ms"].get<std::ptrdiff_t>()), error_count);

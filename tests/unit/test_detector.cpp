@@ -1,4 +1,5 @@
 // Detector::update: window handling, decisions, fail-safe answers.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -83,6 +84,36 @@ TEST_CASE("a step on one joint stops with that joint, rule 1, and the value over
             CHECK(dec.ref_end == d.evaluations()[1].ref_end);
         }
     }
+}
+
+TEST_CASE("after a reset no rule is applied until the window holds real samples only", "[detector]") {
+    // A window padded with copies of its first sample is not a measurement: the published rules on
+    // it stopped a robot one sample after a mode change (a flat evidence window).
+    const Profile& p = planar_profile();
+    Detector d(p);
+    const std::size_t m = p.window;
+    std::vector<double> tau(p.joints), q(p.joints);
+    // Far off the reference from the start: above its whole range, so no warping can explain it.
+    const auto [lo, hi] = std::minmax_element(p.reference.tau[0].begin(), p.reference.tau[0].end());
+    const double offset = (*hi - *lo) + 20.0 * p.thresholds[0].rule1.value;
+    std::size_t first_stop = 0;
+    for (std::size_t k = 0; k < 3 * m && first_stop == 0; ++k) {
+        const std::size_t at = 300 + k;
+        for (std::size_t j = 0; j < p.joints; ++j) {
+            tau[j] = p.reference.tau[j][at];
+            q[j] = p.reference.q[j][at];
+        }
+        tau[0] += offset;
+        CHECK(d.warming_up() == (k < m));
+        const Decision dec = d.update(Sample{p.reference.t[at], 0, 0, 0, tau, q});
+        if (dec.stop()) first_stop = k + 1;
+    }
+    // The (m - 1) first decisions are CONTINUE; with the m-th sample the window is all real and the
+    // offset stops the robot at once.
+    CHECK(first_stop == m);
+    d.reset();
+    CHECK(d.warming_up());
+    CHECK(d.updates() == 0);
 }
 
 TEST_CASE("a sample that cannot be judged answers STOP with a fault", "[detector]") {

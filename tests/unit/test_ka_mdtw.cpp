@@ -101,7 +101,7 @@ TEST_CASE("the detector's KA-mDTW divides the newest sample and the pre-divided 
     p.joints = 2;
     p.window = 12;
     p.method = MatchingMethod::KaMdtw;
-    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever};
+    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever, {}};
     p.reference.t.resize(ref.tau1.size());
     p.reference.tau = {ref.tau1, ref.tau2};
     p.reference.q = {ref.q1, ref.q2};
@@ -148,7 +148,7 @@ TEST_CASE("a KA-mDTW reference with a near-zero lever length is refused with joi
     p.joints = 2;
     p.window = 4;
     p.method = MatchingMethod::KaMdtw;
-    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever};
+    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever, {}};
     p.reference.t.resize(ref.tau1.size());
     p.reference.tau = {ref.tau1, ref.tau2};
     p.reference.q = {ref.q1, ref.q2};
@@ -169,7 +169,7 @@ TEST_CASE("only the listed joints are divided by their lever; a near-zero lever 
     p.joints = 2;
     p.window = 4;
     p.method = MatchingMethod::KaMdtw;
-    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever};
+    p.kinematics = KinematicsSettings{arm(), kWeight, kDefaultMinLever, {}};
     p.kinematics->scaled_joints = {0};  // joint 1 only (0-based)
     p.reference.t.resize(ref.tau1.size());
     p.reference.tau = {ref.tau1, ref.tau2};

@@ -12,6 +12,9 @@
 #include "warpguard/envelope.hpp"
 #include "session.hpp"
 #include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+#include <fmt/format.h>
 
 namespace {
 std::atomic<std::size_t> g_allocations{0};
@@ -65,7 +68,7 @@ TEST_CASE("the KA-mDTW detector does not allocate per sample either", "[detector
     Profile p = test::planar_profile();
     p.method = MatchingMethod::KaMdtw;
     p.kinematics = KinematicsSettings{planar_arm::default_arm().dh_model(),
-                                      ForceDirection::make(ForceDirection::Frame::Base, {0, -1, 0}), 1e-3};
+                                      ForceDirection::make(ForceDirection::Frame::Base, {0, -1, 0}), 1e-3, {}};
     // The planar arm never points straight up in this task, so the reference has no near-zero lever.
     Detector detector(p);
     const Recording& rec = test::nominal_recording();
@@ -88,15 +91,16 @@ TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {
 TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not allocate", "[daemon][realtime]") {
     const Recording& rec = test::nominal_recording();
     const Profile& profile = test::planar_profile();
-    const std::string db = "warpguard-alloc-test.sqlite";
-    std::remove(db.c_str());
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-alloc-test-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    const std::string db = (dir / "warpguard.sqlite").string();
     daemon::Store store(db);
     daemon::RobotConfig config;
     config.id = "planar";
     config.joints = profile.joints;
     config.unit = profile.unit;
     config.signal = profile.signal;
-    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, "."}, nullptr);
+    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, ".", nullptr}, nullptr);
     session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
     protocol::Handshake h;
     h.robot_id = "planar";
@@ -135,5 +139,6 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     CHECK(stops > 0);  // the published thresholds stop on these nominal samples (heavy tails): latched
     session.flush();
     CHECK(store.events("planar", 0, 10, "stop").size() == 1);
-    std::remove(db.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
 }

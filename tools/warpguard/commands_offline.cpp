@@ -115,7 +115,7 @@ void run_calibrate(const CalibrateArgs& a) {
         if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
                                             ForceDirection::make(parse_force_frame(a.force_frame), parse_vector(a.force)),
-                                            a.min_lever};
+                                            a.min_lever, {}};
         if (!a.ka_joints.empty()) {
             for (double v : parse_vector_any(a.ka_joints, "--ka-joints")) {
                 if (v < 1 || v > static_cast<double>(ref.joints()) || v != std::floor(v)) {

@@ -57,8 +57,10 @@ public:
     explicit Detector(Profile profile, MatcherKind matcher = MatcherKind::Streaming);
 
     Decision update(const Sample& sample);
-    // Starts a new stream: the next sample refills the whole window.
+    // Starts a new stream: the next sample fills the whole window with copies of itself, and no
+    // rule is applied until `window` real samples have come in (warming_up()).
     void reset();
+    bool warming_up() const { return updates_ < profile_.window; }
 
     const Profile& profile() const { return profile_; }
     std::size_t joints() const { return profile_.joints; }

@@ -1,0 +1,122 @@
+// The daemon's RobotSession: what it judges, and that slow work leaves the robot's thread.
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include "session.hpp"
+#include "test_data.hpp"
+
+using namespace warpguard;
+
+namespace {
+
+struct Fixture {
+    std::filesystem::path dir;
+    std::unique_ptr<daemon::Store> store;
+    std::vector<std::function<void()>> queued;  // the "background thread": run by hand
+    std::shared_ptr<daemon::RobotSession> session;
+    protocol::SampleFrame f;
+
+    explicit Fixture(const char* mode) {
+        static int counter = 0;
+        dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-session-test-{}-{}", ::getpid(), ++counter);
+        std::filesystem::create_directories(dir);
+        store = std::make_unique<daemon::Store>((dir / "warpguard.sqlite").string());
+        const Profile& profile = test::planar_profile();
+        daemon::RobotConfig config;
+        config.id = "planar";
+        config.joints = profile.joints;
+        config.unit = profile.unit;
+        config.signal = profile.signal;
+        daemon::SessionSettings settings{1000.0, 0.0, dir.string(), [this](std::function<void()> work) { queued.push_back(std::move(work)); }};
+        session = std::make_shared<daemon::RobotSession>(config, *store, settings, nullptr);
+        session->restore(daemon::RobotState{"planar", mode, false, "", 1}, profile);
+        protocol::Handshake h;
+        h.robot_id = "planar";
+        h.joints = profile.joints;
+        h.unit = profile.unit;
+        h.signal = profile.signal;
+        REQUIRE(session->attach(7, h, "127.0.0.1:1").accepted);
+        f.joints = profile.joints;
+    }
+    ~Fixture() {
+        session.reset();
+        store.reset();
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+    void run_background() {
+        auto work = std::move(queued);
+        queued.clear();
+        for (auto& w : work) w();
+    }
+    // Sample i of the profile's reference itself (never a stop on its own), `offset` added to
+    // joint 1, with the given mode bits.
+    protocol::Reply send(std::size_t i, double offset = 0.0, std::uint32_t mode = 0) {
+        const auto& ref = test::planar_profile().reference;
+        const std::size_t k = i % ref.size();
+        f.seq = static_cast<std::int64_t>(i);
+        f.cycle = 1;
+        f.t = 0.01 * static_cast<double>(i);
+        f.mode = mode;
+        for (std::size_t j = 0; j < f.joints; ++j) {
+            f.signal[j] = ref.tau[j][k] + (j == 0 ? offset : 0.0);
+            f.angle[j] = ref.q[j][k];
+        }
+        return session->on_sample(7, f, daemon::Clock::now());
+    }
+    std::size_t events(const char* kind) { return store->events("planar", 0, 100000, kind).size(); }
+};
+
+}  // namespace
+
+TEST_CASE("in SHADOW, samples of a robot that holds itself are not judged", "[daemon]") {
+    Fixture fx("shadow");
+    const double wild = 50.0 * test::planar_profile().thresholds[0].rule1.value;
+    for (std::size_t i = 0; i < 200; ++i) fx.send(i);
+    fx.session->request_flush();
+    fx.run_background();
+    const std::size_t before = fx.events("would_stop");
+    CHECK(before == 0);  // the reference itself
+    // Held (bit 0) and self-stopped (bit 1): a standing robot whose torque is far from the moving reference.
+    for (std::size_t i = 200; i < 400; ++i) fx.send(i, wild, daemon::kBitHeld | daemon::kBitSelfStop);
+    fx.session->request_flush();
+    fx.run_background();
+    CHECK(fx.events("would_stop") == before);
+    // The same samples without the held bit are judged, and the detector says it would stop.
+    for (std::size_t i = 400; i < 600; ++i) fx.send(i, wild);
+    fx.session->request_flush();
+    fx.run_background();
+    CHECK(fx.events("would_stop") > before);
+}
+
+TEST_CASE("a STOP is answered at once and its event is stored only by the background work", "[daemon]") {
+    Fixture fx("detect");
+    fx.run_background();  // the connect event
+    const std::size_t connects = fx.events("connect");
+    CHECK(connects == 1);
+    const double wild = 50.0 * test::planar_profile().thresholds[0].rule1.value;
+    protocol::Reply last = protocol::Reply::Continue;
+    std::size_t i = 100;
+    for (; i < 400 && last == protocol::Reply::Continue; ++i) last = fx.send(i, i >= 200 ? wild : 0.0);
+    REQUIRE(last == protocol::Reply::Stop);
+    CHECK(fx.send(i) == protocol::Reply::Stop);  // latched
+    fx.session->request_flush();
+    CHECK(fx.events("stop") == 0);   // nothing written on the robot's thread
+    REQUIRE(fx.queued.size() == 1);  // one flush queued, however often it was asked for
+    fx.session->request_flush();
+    CHECK(fx.queued.size() == 1);
+    fx.run_background();
+    const auto stops = fx.store->events("planar", 0, 10, "stop");
+    REQUIRE(stops.size() == 1);
+    CHECK(stops[0].at("reason").get<std::string>().find("joint 1") != std::string::npos);
+    CHECK(stops[0].at("has_evidence").get<bool>());
+    CHECK(fx.store->states().at(0).latched);  // the latch reached the database too
+}
