@@ -179,6 +179,9 @@ void register_ctl(CLI::App& app) {
             ->check(CLI::IsMember({"base", "tool"}));
         c->add_option("--model", a->model, "KA-mDTW: kinematic model id (default: the robot's latest)");
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
+        // Calibration runs at the lowest priority in the daemon: on a busy PC it takes longer.
+        c->preparse_callback([a](std::size_t) { a->timeout = 600; });
+        c->add_option("--timeout", a->timeout, "Seconds to wait for the daemon's answer (default 600)");
     }
     {
         auto* c = simple("identify-start",
