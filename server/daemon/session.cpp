@@ -549,11 +549,6 @@ void RobotSession::save_state(const StateSnapshot& s) {
     persisted_version_ = s.version;
 }
 
-void RobotSession::background(std::function<void()> work) {
-    if (settings_.post_background) settings_.post_background(std::move(work));
-    else work();
-}
-
 void RobotSession::post_event(const char* kind, std::string reason) {
     std::weak_ptr<RobotSession> weak = weak_from_this();
     if (!settings_.post_background || weak.expired()) {

@@ -178,7 +178,6 @@ private:
     ClosedRecording close_recording_locked();
     nlohmann::json commit_recording(ClosedRecording r, const std::string& by);
     void post_event(const char* kind, std::string reason);  // event() on the background thread
-    void background(std::function<void()> work);
     std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
     nlohmann::json status_locked() const;
     nlohmann::json evidence_json(const Evidence& e) const;
