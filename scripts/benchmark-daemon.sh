@@ -16,7 +16,7 @@ robot=samples/robots/ur5e-like.json
 task=samples/tasks/ur5e-like-pick-and-place.json
 
 "$sim" record --robot "$robot" --task "$task" --cycles 4 --period 0.002 --seed 11 --out "$work/reference.csv" > /dev/null
-"$sim" record --robot "$robot" --task "$task" --cycles 8 --period 0.002 --seed 12 --out "$work/nominal.csv" > /dev/null
+"$sim" record --robot "$robot" --task "$task" --cycles 12 --period 0.002 --seed 12 --out "$work/nominal.csv" > /dev/null
 "$wg" calibrate --reference "$work/reference.csv" --nominal "$work/nominal.csv" --out "$work/profile.json" > /dev/null
 ref=$(python3 -c "import json;print(len(json.load(open('$work/profile.json'))['reference']['t']))")
 
@@ -38,10 +38,15 @@ PY
   port=$(python3 -c "import json;print(json.load(open('$work/ready.json'))['robot_port'])")
   "$build/tests/benchmark/warpguard-bench-daemon" --port "$port" --robots "$n" --seconds 20 --rate 500 \
     --recording "$work/nominal.csv" --out "$work/result-$n.json"
+  cport=$(python3 -c "import json;print(json.load(open('$work/ready.json'))['control_port'])")
+  # The daemon's own time from a parsed sample to its decision (per robot: mean and max), from the control API.
+  "$wg" ctl --port "$cport" --token load-benchmark --json robots > "$work/robots-$n.json"
   kill "$(cat "$work/pid")"; wait "$(cat "$work/pid")" 2>/dev/null || true
   rows+=$(python3 -c "
-import json; r=json.load(open('$work/result-$n.json'))
-print('| %d | %d | %.3f | %.3f | %.3f | %.3f | %d | %.3f | %.3f | %d |' % (r['robots'], r['samples'], r['median_ms'], r['p99_ms'], r['p999_ms'], r['max_ms'], r['over_20ms'], r['read_p99_ms'], r['read_max_ms'], r['client_late']))")$'\n'
+import json; r=json.load(open('$work/result-$n.json')); d=json.load(open('$work/robots-$n.json'))
+robots=d['robots'] if isinstance(d, dict) else d
+mean=sum(x['processing_us']['mean'] for x in robots)/len(robots); mx=max(x['processing_us']['max'] for x in robots)
+print('| %d | %d | %.3f | %.3f | %.3f | %.3f | %d | %.3f | %.3f | %d | %.0f | %.0f |' % (r['robots'], r['samples'], r['median_ms'], r['p99_ms'], r['p999_ms'], r['max_ms'], r['over_20ms'], r['read_p99_ms'], r['read_max_ms'], r['client_late'], mean, mx))")$'\n'
 done
 
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
@@ -63,8 +68,8 @@ itself is an ordinary process sharing the two cores; the "read" columns add the 
 thread had woken up and read the reply, which is the client's scheduling, not the daemon's. The
 daemon's robot link threads run at SCHED_FIFO priority 20 (\`robot_thread_priority\`, docs/daemon.md).
 
-| robots at 500 Hz | samples | median (ms) | p99 (ms) | p99.9 (ms) | max (ms) | replies over 20 ms | read p99 (ms) | read max (ms) | client late |
-|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+| robots at 500 Hz | samples | median (ms) | p99 (ms) | p99.9 (ms) | max (ms) | replies over 20 ms | read p99 (ms) | read max (ms) | client late | daemon decision mean (µs) | daemon decision max (µs) |
+|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 $rows
 "client late": periods in which the load generator itself woke up more than one period late. A UR robot waits 20 ms for a reply before it stops by
 itself; the daemon's own deadline is half of that (10 ms) and a later decision answers STOP.

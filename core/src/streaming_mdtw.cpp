@@ -128,23 +128,16 @@ inline double first_row(std::span<const double> a, std::span<const double> b, st
 
 }  // namespace
 
-StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references, std::size_t arena_cells)
+StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references)
     : joints_(references.size()),
       m_(window),
       n_(references.empty() ? 0 : references[0].size()),
       references_(references.begin(), references.end()),
       results_(references.size()),
-      tracked_(references.size(), false),
-      arena_capacity_(arena_cells ? arena_cells : 16 * window * 256),
-      column_offset_(n_),
-      column_rows_(n_),
-      column_stamp_(n_, 0),
-      fallback_(std::max<std::size_t>(window, 2), std::max<std::size_t>(n_, 1)) {
+      tracked_(references.size(), false) {
     if (joints_ == 0) throw std::invalid_argument("the streaming matcher needs at least one reference");
     if (m_ < 2) throw std::invalid_argument(fmt::format("mDTW window must be >= 2 samples, got {}", m_));
-    if (m_ > 65535) throw std::invalid_argument(fmt::format("mDTW window of {} samples is too long (max 65535)", m_));
     if (n_ < 1) throw std::invalid_argument("mDTW reference must have at least 1 sample, got 0");
-    if (arena_capacity_ < m_) throw std::invalid_argument("the arena must hold at least one column");
     for (std::size_t k = 0; k < joints_; ++k) {
         if (references_[k].size() != n_) {
             throw std::invalid_argument(fmt::format("reference {} has {} samples; the first has {}", k + 1,
@@ -164,7 +157,11 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
         groups_.push_back(std::move(g));
     }
     for (auto& r : results_) r.path.reserve(m_ + n_);
-    arena_.reset(new Lanes[arena_capacity_]);  // not value-initialised: pages are touched only when used
+    columns_.reset(new Lanes[3 * m_]);
+    starts_.reset(new Lanes[3 * m_]);
+    // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
+    // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
+    region_.reset(new double[m_ * n_]);
     lanes_window_.reset(new Lanes[m_]);
 }
 
@@ -189,19 +186,39 @@ double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const doub
     return cost + step;
 }
 
-bool StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
-                          std::size_t* best_end) {
-    ++stamp_;
+namespace {
+
+// One cell of rule (11) with the start of the path the published backtracking (12) would follow
+// from it. The value is the exact minimum (min is exact, so it does not matter which predecessor
+// supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both others, else
+// vertical if it is <= horizontal, else horizontal. The masks are off the value's dependency chain.
+struct Step {
+    Lanes value, start;
+};
+
+inline Step cell_step(const Lanes& cost, const Lanes& diag, const Lanes& sdiag, const Lanes& up, const Lanes& sup,
+                      const Lanes& left, const Lanes& sleft) {
+    const Mask vertical = up <= left;
+    const Lanes v1 = select(vertical, up, left);
+    const Lanes s1 = select(vertical, sup, sleft);
+    return {cost + min_lanes(min_lanes(diag, left), up), select(diag <= v1, sdiag, s1)};
+}
+
+}  // namespace
+
+void StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
+                          std::size_t* best_end, std::size_t* best_start) {
     const Lanes inf = broadcast(kInf);
     const Lanes a0 = a[0], a1 = a[1];
     const Lanes* ref = g.reference.get();
     Lanes best = inf;
-    std::size_t used = 0;
+    Lanes best_s = broadcast(0.0);
     long prev_hi = -1;  // last live row (some lane <= UB) of the previous column, -1 if none
-    const Lanes* prev = nullptr;
+    std::size_t prev_slot = 0;
     std::size_t open_lanes = 0;
     for (std::size_t k = 0; k < kLanes; ++k) open_lanes += ub[k] >= 0.0;
-    Lanes* scratch = arena_.get() + arena_capacity_ - m_;  // the second column of a pair, before it is placed
+    auto values = [&](std::size_t slot) { return columns_.get() + slot * m_; };
+    auto starts = [&](std::size_t slot) { return starts_.get() + slot * m_; };
 
     // Rule (8) (or (9) in the last column): the first row, where every column may begin a match.
     auto first_row_at = [&](std::size_t j) {
@@ -214,12 +231,14 @@ bool StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
     };
     // Below the rows it shares with its left neighbour a column can only grow its vertical chain
     // (10)/(11) with one predecessor; it goes on while that chain is <= UB. Returns rows computed.
-    auto vertical_tail = [&](Lanes* col, std::size_t i, const Lanes& bj) {
+    auto vertical_tail = [&](Lanes* col, Lanes* col_s, std::size_t i, const Lanes& bj) {
         Lanes up = col[i - 1];
+        const Lanes s = col_s[i - 1];
         if (!any(up <= ub)) return i;
         for (; i < m_; ++i) {
             up = abs_lanes(a[i] - bj) + up;
             col[i] = up;
+            col_s[i] = s;
             if (!any(up <= ub)) return i + 1;
         }
         return i;
@@ -229,18 +248,16 @@ bool StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
         while (r >= 0 && !any(col[r] <= ub)) --r;
         return r;
     };
-    // Registers a finished column and its end candidate. Returns true when every lane is answered
+    // Registers a finished column's end candidate. Returns true when every lane is answered
     // (early-exit mode).
-    auto finish_column = [&](std::size_t j, const Lanes* col, long last_live) {
-        column_offset_[j] = static_cast<std::uint32_t>(col - arena_.get());
-        column_rows_[j] = static_cast<std::uint16_t>(last_live + 1);
-        column_stamp_[j] = stamp_;
+    auto finish_column = [&](std::size_t j, const Lanes* col, const Lanes* col_s, long last_live) {
         if (last_live != static_cast<long>(m_) - 1) return false;
         // Candidate ends; strict '<' keeps the earliest end on ties, as the published argmin.
         const Lanes end_value = col[m_ - 1];
         const Mask better = (end_value < best) & (end_value <= ub);
         if (!any(better)) return false;
         best = select(better, end_value, best);
+        best_s = select(better, col_s[m_ - 1], best_s);
         for (std::size_t k = 0; k < g.lanes; ++k) {
             if (better[k]) best_end[k] = j;
         }
@@ -258,41 +275,52 @@ bool StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
     // Cells over UB keep their computed value instead of being set to infinity: that keeps the
     // compare off the row-to-row dependency chain. A value computed from a subset of the
     // predecessors is never below the true one, and every cell whose true value is <= UB has its
-    // best predecessor computed, so kept cells <= UB are exact and cells over UB never win.
+    // best predecessor computed, so kept cells <= UB are exact and cells over UB never win (nor
+    // tie with a cell of an optimal path, so the carried starts of those cells are exact too).
+    // Only the previous column is needed: three column slots rotate (the previous one, A and B).
     for (std::size_t j = 0; j < n_; ++j) {
         if (prev_hi < 0 && !any(abs_lanes(a0 - ref[j]) <= ub)) continue;  // (8) >= |a1 - bj| > UB
         const Lanes d0 = first_row_at(j);
         if (prev_hi < 0 && !any(d0 <= ub)) continue;
-        if (used + 2 * m_ > arena_capacity_ - m_) return false;
+        const Lanes* prev = values(prev_slot);
+        const Lanes* prev_s = starts(prev_slot);
+        const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
 
         // Column A = j and, fused in the same loop, column B = j + 1: B's row i needs A's rows i-1
         // and i, so the two dependency chains run side by side.
         const bool pair = j + 1 < n_;
         const Lanes bA = ref[j];
         const Lanes bB = pair ? ref[j + 1] : inf;
-        Lanes* colA = arena_.get() + used;
-        Lanes* colB = scratch;
+        Lanes* colA = values(slot_a);
+        Lanes* sA = starts(slot_a);
+        Lanes* colB = values(slot_b);
+        Lanes* sB = starts(slot_b);
         colA[0] = d0;
-        Lanes upA = d0;
-        Lanes upB = pair ? first_row_at(j + 1) : inf;
-        colB[0] = upB;
+        sA[0] = broadcast(static_cast<double>(j));
+        Step upA{d0, sA[0]};
+        Step upB{pair ? first_row_at(j + 1) : inf, broadcast(static_cast<double>(j + 1))};
+        colB[0] = upB.value;
+        sB[0] = upB.start;
         const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m_);
         std::size_t i = 1;
         for (; i < reach; ++i) {
-            const Lanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
-            const Lanes diagB = upA;
-            upA = abs_lanes(a[i] - bA) + min_lanes(min_lanes(prev[i - 1], left), upA);  // (10)/(11)
-            colA[i] = upA;
-            upB = abs_lanes(a[i] - bB) + min_lanes(min_lanes(diagB, upA), upB);
-            colB[i] = upB;
+            const bool has_left = static_cast<long>(i) <= prev_hi;
+            const Lanes left = has_left ? prev[i] : inf;
+            const Step diagB = upA;
+            upA = cell_step(abs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left,
+                            prev_s[i]);  // (10)/(11)
+            colA[i] = upA.value;
+            sA[i] = upA.start;
+            upB = cell_step(abs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value, upA.start);
+            colB[i] = upB.value;
+            sB[i] = upB.start;
         }
-        const std::size_t rows_a = i < reach ? i : vertical_tail(colA, i, bA);
+        const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
         cells_ += rows_a;
         const long live_a = last_live_row(colA, rows_a);
-        used += static_cast<std::size_t>(live_a + 1);
-        prev = colA;
+        prev_slot = slot_a;
         prev_hi = live_a;
-        if (finish_column(j, colA, live_a)) break;
+        if (finish_column(j, colA, sA, live_a)) break;
         if (!pair) continue;
 
         // Column B: rows beside A's computed rows, then its own vertical chain.
@@ -300,54 +328,61 @@ bool StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
         if (!b_needed) continue;
         for (i = reach; i <= rows_a && i < m_; ++i) {
             const Lanes left = i < rows_a ? colA[i] : inf;
-            upB = abs_lanes(a[i] - bB) + min_lanes(min_lanes(colA[i - 1], left), upB);
-            colB[i] = upB;
+            upB = cell_step(abs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i]);
+            colB[i] = upB.value;
+            sB[i] = upB.start;
         }
-        const std::size_t rows_b = vertical_tail(colB, std::max<std::size_t>(i, 1), bB);
+        const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
         cells_ += rows_b;
         const long live_b = last_live_row(colB, rows_b);
-        Lanes* placed = arena_.get() + used;
-        for (long r = 0; r <= live_b; ++r) {
-            placed[r] = colB[r];
-            asm("" ::: "memory");  // a short copy: keep it inline instead of a call to memmove
-        }
-        used += static_cast<std::size_t>(live_b + 1);
-        prev = placed;
+        prev_slot = slot_b;
         prev_hi = live_b;
         ++j;
-        if (finish_column(j, placed, live_b)) break;
+        if (finish_column(j, colB, sB, live_b)) break;
     }
-    for (std::size_t k = 0; k < kLanes; ++k) best_cost[k] = best[k];
-    return true;
+    for (std::size_t k = 0; k < kLanes; ++k) {
+        best_cost[k] = best[k];
+        best_start[k] = std::isfinite(best[k]) ? static_cast<std::size_t>(best_s[k]) : 0;
+    }
 }
 
-double StreamingMdtw::cell(std::size_t j, std::size_t i, std::size_t lane) const {
-    if (column_stamp_[j] != stamp_ || i >= column_rows_[j]) return kInf;
-    return arena_[column_offset_[j] + i][lane];
-}
-
-void StreamingMdtw::backtrack(std::size_t lane, std::size_t end, MatchResult& out) {
+void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start,
+                                 std::size_t end, MatchResult& out) {
+    // The published recursion over the matched segment [start, end] only. Every cell of the
+    // optimal path has its optimal prefix inside the segment, so it gets exactly the value of the
+    // full matrix; cells off the path can only be larger than there, which never changes a
+    // back_step decision on the path.
+    const std::size_t w = end - start + 1;
+    double* d = region_.get();
+    for (std::size_t x = 0; x < w; ++x) d[x] = first_row(a, b, start + x);  // (8)/(9)
+    for (std::size_t i = 1; i < m_; ++i) {
+        const double* up = d + (i - 1) * w;
+        double* row = d + i * w;
+        const double ai = a[i];
+        row[0] = std::abs(ai - b[start]) + up[0];  // (10); outside the segment counts as infinite
+        for (std::size_t x = 1; x < w; ++x) {
+            row[x] = std::abs(ai - b[start + x]) + std::min({up[x - 1], row[x - 1], up[x]});  // (11)
+        }
+    }
     auto& path = out.path;
     path.clear();
     std::size_t i = m_ - 1;
-    std::size_t j = end;
-    out.cost = cell(j, i, lane);
-    path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
+    std::size_t x = w - 1;
+    path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
     while (i > 0) {
-        if (j == 0) {
-            --i;  // (13)
+        if (x == 0) {
+            --i;  // (13) at the reference's first column; inside the segment the only predecessor
         } else {
-            // (12), with the published implementation's tie-breaking.
-            switch (back_step(cell(j - 1, i - 1, lane), cell(j, i - 1, lane), cell(j - 1, i, lane))) {
-                case BackStep::Diagonal: --i, --j; break;
+            switch (back_step(d[(i - 1) * w + x - 1], d[(i - 1) * w + x], d[i * w + x - 1])) {  // (12)
+                case BackStep::Diagonal: --i, --x; break;
                 case BackStep::Vertical: --i; break;
-                case BackStep::Horizontal: --j; break;
+                case BackStep::Horizontal: --x; break;
             }
         }
-        path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
+        path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
     }
     std::reverse(path.begin(), path.end());
-    out.start = j;
+    out.start = start + x;
     out.end = end;
 }
 
@@ -366,32 +401,32 @@ void StreamingMdtw::match(std::span<const double> windows) {
     }
     for (const Group& g : groups_) {
         Lanes ub = broadcast(-1.0);  // padding lanes never live
-        bool bounded = true;
         for (std::size_t k = 0; k < g.lanes; ++k) {
             const auto a = windows.subspan((g.first_joint + k) * m_, m_);
-            ub.set(k, shifted_path_bound(g.first_joint + k, a));
-            bounded = bounded && std::isfinite(ub[k]);
+            ub.set(k, shifted_path_bound(g.first_joint + k, a));  // +inf on a stream's first sample
         }
         load_lanes(g, windows);
         double best_cost[kLanes];
         std::size_t best_end[kLanes] = {};
-        bool exact = bounded && sweep(g, lanes_window_.get(), ub, false, best_cost, best_end);
-        for (std::size_t k = 0; exact && k < g.lanes; ++k) exact = std::isfinite(best_cost[k]);
+        std::size_t best_start[kLanes] = {};
+        sweep(g, lanes_window_.get(), ub, false, best_cost, best_end, best_start);
         for (std::size_t k = 0; k < g.lanes; ++k) {
             const std::size_t joint = g.first_joint + k;
             const auto a = windows.subspan(joint * m_, m_);
-            if (exact) {
-                backtrack(k, best_end[k], results_[joint]);
-            } else {
-                const MatchResult& r = fallback_.match(a, references_[joint]);
-                results_[joint].cost = r.cost;
-                results_[joint].start = r.start;
-                results_[joint].end = r.end;
-                results_[joint].path.assign(r.path.begin(), r.path.end());
+            MatchResult& r = results_[joint];
+            if (!std::isfinite(best_cost[k])) {
+                // Only a window with a non-finite value gets here (every finite window has a match
+                // <= its bound). Report it as such; callers validate samples before matching.
+                r.cost = kInf;
+                r.start = r.end = 0;
+                r.path.clear();
+                tracked_[joint] = false;
+                continue;
             }
+            rebuild_path(a, references_[joint], best_start[k], best_end[k], r);
+            r.cost = best_cost[k];
             tracked_[joint] = true;
         }
-        if (!exact) ++fallbacks_;
     }
 }
 
@@ -417,17 +452,13 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
         load_lanes(g, windows);
         double best_cost[kLanes];
         std::size_t best_end[kLanes] = {};
-        const bool exact = sweep(g, lanes_window_.get(), ub, true, best_cost, best_end);
+        std::size_t best_start[kLanes] = {};
+        sweep(g, lanes_window_.get(), ub, true, best_cost, best_end, best_start);
         for (std::size_t k = 0; k < g.lanes; ++k) {
             if (!(ub[k] >= 0.0)) continue;
             const std::size_t joint = g.first_joint + k;
-            if (exact) {
-                out[joint] = best_cost[k] <= tau[joint];
-            } else {
-                out[joint] = fallback_.match(windows.subspan(joint * m_, m_), references_[joint]).cost <= tau[joint];
-            }
+            out[joint] = best_cost[k] <= tau[joint];
         }
-        if (!exact) ++fallbacks_;
     }
 }
 

@@ -193,5 +193,9 @@ TEST_CASE("the default streaming detector decides exactly as the published one",
         stops += a.stop();
     }
     CHECK(stops > 0);
-    CHECK(fast.matcher_fallbacks() == 1);  // only the first sample, which has no previous match
+    // ... and got there by pruning: the sweeps computed well under the full matrices of the published one.
+    const double full = static_cast<double>(rec.size()) * static_cast<double>(fast.window_length()) *
+                        static_cast<double>(fast.profile().reference.size());
+    INFO("cells " << fast.matcher_cells() << " of " << full);
+    CHECK(static_cast<double>(fast.matcher_cells()) < 0.5 * full);
 }

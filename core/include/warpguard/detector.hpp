@@ -87,7 +87,8 @@ public:
     }
     MatcherKind matcher() const { return streaming_ ? MatcherKind::Streaming : MatcherKind::Published; }
     // Joint groups the streaming matcher handed to the published algorithm (first sample, overflow).
-    std::uint64_t matcher_fallbacks() const { return streaming_ ? streaming_->fallbacks() : 0; }
+    // Cells the streaming matcher's sweeps computed so far (per lane group of up to 8 joints).
+    std::uint64_t matcher_cells() const { return streaming_ ? streaming_->cells() : 0; }
 
 private:
     Decision fault(const Sample& sample) const;

@@ -12,14 +12,16 @@
 //    dropped; a column whose left neighbour has no live cell and whose first-row value exceeds UB
 //    is skipped after one comparison; UB tightens to the best end found so far. Every cell that is
 //    kept has exactly the value the full matrix has, so the cost, the earliest best end and every
-//    tie-break agree with the published algorithm.
+//    tie-break agree with the published algorithm. Each cell also carries the reference index at
+//    which the path the published backtracking would follow from it begins (the same tie-breaking),
+//    so only three columns are ever stored: nothing is written per cell beyond them.
 // 3. The joints are matched together: up to eight joints share one sweep in the lanes of an
 //    8 x double vector (GCC vector extensions: two AVX2 registers where the build host has them,
 //    whose two independent dependency chains hide each other's latency).
-// 4. The warping path is rebuilt by backtracking over the cells kept in step 2 only (an arena
-//    that is reset every sample). If a sample needs more cells than the arena holds (the first
-//    sample of a stream has no bound; a wild window can keep most cells alive), that joint group is
-//    matched with the published algorithm instead: still exact, only slower. `fallbacks()` counts it.
+// 4. The warping path is rebuilt with the published recursion over the matched segment
+//    [start, end] only (m x (end - start + 1) cells); every cell of the optimal path gets exactly
+//    its full-matrix value there, so the path and its ties are the published ones.
+// A stream's first sample has no bound: its sweep keeps every cell, which is still exact.
 //
 // Early exit: `exists_within(tau)` answers only "is there a match with cost <= tau?" per joint; it
 // returns as soon as the shifted path or a found end proves it, and otherwise prunes with tau.
@@ -42,8 +44,7 @@ public:
     static constexpr std::size_t kLanes = 8;
 
     // `references` holds one reference per joint, all of the same length n >= 1; they are copied.
-    // `arena_cells` bounds the columns' cells kept per joint group per sample (default: 16 x m x 256).
-    StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references, std::size_t arena_cells = 0);
+    StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references);
     ~StreamingMdtw();
     StreamingMdtw(const StreamingMdtw&) = delete;
     StreamingMdtw& operator=(const StreamingMdtw&) = delete;
@@ -64,9 +65,8 @@ public:
     // Forget the previous matches (a new stream begins): the next match() runs without a bound.
     void reset();
 
-    // Statistics for benchmarks and diagnostics.
-    std::uint64_t fallbacks() const { return fallbacks_; }
-    std::uint64_t cells() const { return cells_; }  // cells computed by sweeps so far (per lane group)
+    // Statistics for benchmarks and diagnostics: cells computed by sweeps so far (per lane group).
+    std::uint64_t cells() const { return cells_; }
 
     struct Lanes;  // kLanes doubles, one per joint of a group
 
@@ -80,14 +80,15 @@ private:
 
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 for one group. Returns false if the arena overflowed. `stop_at_first` ends a lane's
-    // search at its first end <= ub (early-exit mode).
-    bool sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
-               std::size_t* best_end);
+    // Step 2 for one group: per lane the best cost, its (earliest) end and the start of its path.
+    // `stop_at_first` ends a lane's search at its first end <= ub (early-exit mode).
+    void sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
+               std::size_t* best_end, std::size_t* best_start);
+    // Step 4 for one joint.
+    void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
+                      MatchResult& out);
     // The group's windows, sample by sample, one joint per lane.
     void load_lanes(const Group& g, std::span<const double> windows);
-    void backtrack(std::size_t lane, std::size_t end, MatchResult& out);
-    double cell(std::size_t j, std::size_t i, std::size_t lane) const;
 
     std::size_t joints_;
     std::size_t m_;
@@ -97,17 +98,11 @@ private:
     std::vector<MatchResult> results_;
     std::vector<bool> tracked_;
 
-    // Arena of the cells kept by the current sweep, column by column.
-    std::unique_ptr<Lanes[]> arena_;
-    std::size_t arena_capacity_;
-    std::vector<std::uint32_t> column_offset_;
-    std::vector<std::uint16_t> column_rows_;
-    std::vector<std::uint64_t> column_stamp_;
-    std::uint64_t stamp_ = 0;
-
+    // Three rotating column slots of m cells: values and carried path starts.
+    std::unique_ptr<Lanes[]> columns_;
+    std::unique_ptr<Lanes[]> starts_;
+    std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<Lanes[]> lanes_window_;  // m entries
-    PublishedMdtw fallback_;
-    std::uint64_t fallbacks_ = 0;
     std::uint64_t cells_ = 0;
 };
 
