@@ -74,11 +74,17 @@ $rows
 "client late": periods in which the load generator itself woke up more than one period late. A UR robot waits 20 ms for a reply before it stops by
 itself; the daemon's own deadline is half of that (10 ms) and a later decision answers STOP.
 
-Why the tail: the per-sample cost is the streaming matcher's. Replaying the same nominal recording
-through the \`Detector\` alone (no daemon) gives a median of about 0.43 ms and a 99th percentile of
-about 5.7 ms per sample for this profile: about 1.5 % of the windows (in motion and at standstill
-alike) leave the pruned sweep almost the whole reference to visit. That is the open part of issue 4
-(its p99 target); the daemon adds little to it at 1 and 4 robots. At 16 robots x 500 Hz the two
-cores are saturated.
+Where the time goes: "daemon decision" is the daemon's own time from a parsed sample to its
+decision (\`processing_us\` of \`warpguard ctl robots\`), averaged over the robots; nearly all of it
+is the streaming matcher's sweep. On this profile's windows the pruning keeps about two thirds of
+the 30 x $ref cells alive (the torques are quantised, and at standstill a flat window matches any
+flat stretch of the reference about equally well), so the match costs a near-full sweep every
+sample (docs/performance.md). Until 2026-11-23 about 1.5 % of these windows overflowed the
+matcher's cell arena and fell back to the published algorithm at about 5 ms each, which set the
+p99 at 5.8-6.3 ms; the matcher no longer has an arena or a fallback. The maxima of a few
+milliseconds are single stalls of this virtual machine (a thread sleeping 1 ms here has been seen
+to wake up to 30 ms late, docs/daemon.md). At 16 robots x 500 Hz the two cores are saturated:
+16 x 500 decisions of about 0.3 ms need more than two cores, and the load client falls behind
+("client late"), so that row shows the daemon under overload, not at 500 Hz.
 MD
 cat docs/daemon-load.md

@@ -162,6 +162,8 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
     // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
     region_.reset(new double[m_ * n_]);
+    row_lo_.reset(new std::size_t[m_]);
+    row_hi_.reset(new std::size_t[m_]);
     lanes_window_.reset(new Lanes[m_]);
 }
 
@@ -347,23 +349,48 @@ void StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
 }
 
 void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start,
-                                 std::size_t end, MatchResult& out) {
-    // The published recursion over the matched segment [start, end] only. Every cell of the
-    // optimal path has its optimal prefix inside the segment, so it gets exactly the value of the
-    // full matrix; cells off the path can only be larger than there, which never changes a
-    // back_step decision on the path.
+                                 std::size_t end, double cost, MatchResult& out) {
+    // The published recursion over the matched segment [start, end] only, and in each row only
+    // over the cells that can still be <= the optimum `cost`. Every cell of the optimal path has
+    // its optimal prefix inside the segment and is <= cost, so it gets exactly its full-matrix
+    // value; every other cell is either exact, larger than there, or over cost and read as
+    // infinite, which never changes a back_step decision on the path.
     const std::size_t w = end - start + 1;
     double* d = region_.get();
+    std::size_t* lo = row_lo_.get();
+    std::size_t* hi = row_hi_.get();  // row i: cells [lo, hi] hold values <= cost; hi < lo if none
+    auto live_bounds = [&](std::size_t i, std::size_t from, std::size_t to) {
+        const double* row = d + i * w;
+        std::size_t l = from, h = to;
+        while (l < to && !(row[l] <= cost)) ++l;
+        while (h > l && !(row[h - 1] <= cost)) --h;
+        lo[i] = l;
+        hi[i] = h;  // one past the last live cell
+    };
     for (std::size_t x = 0; x < w; ++x) d[x] = first_row(a, b, start + x);  // (8)/(9)
+    live_bounds(0, 0, w);
     for (std::size_t i = 1; i < m_; ++i) {
         const double* up = d + (i - 1) * w;
         double* row = d + i * w;
         const double ai = a[i];
-        row[0] = std::abs(ai - b[start]) + up[0];  // (10); outside the segment counts as infinite
-        for (std::size_t x = 1; x < w; ++x) {
-            row[x] = std::abs(ai - b[start + x]) + std::min({up[x - 1], row[x - 1], up[x]});  // (11)
+        const std::size_t ul = lo[i - 1], uh = hi[i - 1];
+        auto upper = [&](std::size_t x) { return x >= ul && x < uh ? up[x] : kInf; };
+        std::size_t x = ul;
+        if (x >= uh) {  // no live cell above: nothing below can be <= cost (the end cell is)
+            lo[i] = hi[i] = 0;
+            continue;
         }
+        // The segment's first column has only its vertical predecessor (outside counts as infinite).
+        double left = kInf;
+        for (; x < w; ++x) {
+            if (x > uh && !(left <= cost)) break;  // only the horizontal predecessor is left, and it is over
+            const double diag = x > 0 ? upper(x - 1) : kInf;
+            left = std::abs(ai - b[start + x]) + std::min({diag, left, upper(x)});  // (10)/(11)
+            row[x] = left;
+        }
+        live_bounds(i, ul, x);
     }
+    auto at = [&](std::size_t i, std::size_t x) { return x >= lo[i] && x < hi[i] ? d[i * w + x] : kInf; };
     auto& path = out.path;
     path.clear();
     std::size_t i = m_ - 1;
@@ -373,7 +400,7 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
         if (x == 0) {
             --i;  // (13) at the reference's first column; inside the segment the only predecessor
         } else {
-            switch (back_step(d[(i - 1) * w + x - 1], d[(i - 1) * w + x], d[i * w + x - 1])) {  // (12)
+            switch (back_step(at(i - 1, x - 1), at(i - 1, x), at(i, x - 1))) {  // (12)
                 case BackStep::Diagonal: --i, --x; break;
                 case BackStep::Vertical: --i; break;
                 case BackStep::Horizontal: --x; break;
@@ -423,7 +450,7 @@ void StreamingMdtw::match(std::span<const double> windows) {
                 tracked_[joint] = false;
                 continue;
             }
-            rebuild_path(a, references_[joint], best_start[k], best_end[k], r);
+            rebuild_path(a, references_[joint], best_start[k], best_end[k], best_cost[k], r);
             r.cost = best_cost[k];
             tracked_[joint] = true;
         }

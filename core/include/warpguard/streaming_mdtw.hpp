@@ -19,8 +19,9 @@
 //    8 x double vector (GCC vector extensions: two AVX2 registers where the build host has them,
 //    whose two independent dependency chains hide each other's latency).
 // 4. The warping path is rebuilt with the published recursion over the matched segment
-//    [start, end] only (m x (end - start + 1) cells); every cell of the optimal path gets exactly
-//    its full-matrix value there, so the path and its ties are the published ones.
+//    [start, end] only, and per row only over cells that can still be <= the optimum; every cell
+//    of the optimal path gets exactly its full-matrix value there, so the path and its ties are
+//    the published ones.
 // A stream's first sample has no bound: its sweep keeps every cell, which is still exact.
 //
 // Early exit: `exists_within(tau)` answers only "is there a match with cost <= tau?" per joint; it
@@ -86,7 +87,7 @@ private:
                std::size_t* best_end, std::size_t* best_start);
     // Step 4 for one joint.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
-                      MatchResult& out);
+                      double cost, MatchResult& out);
     // The group's windows, sample by sample, one joint per lane.
     void load_lanes(const Group& g, std::span<const double> windows);
 
@@ -102,6 +103,7 @@ private:
     std::unique_ptr<Lanes[]> columns_;
     std::unique_ptr<Lanes[]> starts_;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
+    std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
     std::unique_ptr<Lanes[]> lanes_window_;  // m entries
     std::uint64_t cells_ = 0;
 };
