@@ -306,8 +306,7 @@ void StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at
         const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m_);
         std::size_t i = 1;
         for (; i < reach; ++i) {
-            const bool has_left = static_cast<long>(i) <= prev_hi;
-            const Lanes left = has_left ? prev[i] : inf;
+            const Lanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
             const Step diagB = upA;
             upA = cell_step(abs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left,
                             prev_s[i]);  // (10)/(11)
@@ -358,14 +357,14 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
     const std::size_t w = end - start + 1;
     double* d = region_.get();
     std::size_t* lo = row_lo_.get();
-    std::size_t* hi = row_hi_.get();  // row i: cells [lo, hi] hold values <= cost; hi < lo if none
+    std::size_t* hi = row_hi_.get();  // row i: its cells <= cost lie in [lo, hi); empty if lo == hi
     auto live_bounds = [&](std::size_t i, std::size_t from, std::size_t to) {
         const double* row = d + i * w;
         std::size_t l = from, h = to;
         while (l < to && !(row[l] <= cost)) ++l;
         while (h > l && !(row[h - 1] <= cost)) --h;
         lo[i] = l;
-        hi[i] = h;  // one past the last live cell
+        hi[i] = h;
     };
     for (std::size_t x = 0; x < w; ++x) d[x] = first_row(a, b, start + x);  // (8)/(9)
     live_bounds(0, 0, w);
@@ -376,12 +375,11 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
         const std::size_t ul = lo[i - 1], uh = hi[i - 1];
         auto upper = [&](std::size_t x) { return x >= ul && x < uh ? up[x] : kInf; };
         std::size_t x = ul;
-        if (x >= uh) {  // no live cell above: nothing below can be <= cost (the end cell is)
+        if (x >= uh) {  // no cell above is <= cost, so none in this row is (cannot happen on the path's rows)
             lo[i] = hi[i] = 0;
             continue;
         }
-        // The segment's first column has only its vertical predecessor (outside counts as infinite).
-        double left = kInf;
+        double left = kInf;  // cells left of the first live one above are all over cost
         for (; x < w; ++x) {
             if (x > uh && !(left <= cost)) break;  // only the horizontal predecessor is left, and it is over
             const double diag = x > 0 ? upper(x - 1) : kInf;
@@ -398,7 +396,7 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
     path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
     while (i > 0) {
         if (x == 0) {
-            --i;  // (13) at the reference's first column; inside the segment the only predecessor
+            --i;  // (13); at the segment's first column the vertical step is the only one inside it
         } else {
             switch (back_step(at(i - 1, x - 1), at(i - 1, x), at(i, x - 1))) {  // (12)
                 case BackStep::Diagonal: --i, --x; break;
