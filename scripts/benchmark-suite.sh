@@ -57,8 +57,14 @@ run_robot() {
   record "$dir/payload2x-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 10)) --payload "$payload" --contacts 50
   "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector published \
     --out "$dir/profile.json"
+  # The robot's kinematic model, identified by the procedure on the simulated controller (as a user
+  # does once per robot): it gives the default detector its speed-override model.
+  if [ "$reuse" = 0 ] || [ ! -s "$dir/model.json" ]; then
+    "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20))
+    "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
+  fi
   "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector phase-aware \
-    --out "$dir/profile-phase.json"
+    --model "$dir/model.json" --out "$dir/profile-phase.json" > "$dir/profile-phase.txt"
   for variant in nominal collisions override70-nominal override70-collisions drift30-nominal drift30-collisions \
                  payload2x-nominal payload2x-collisions; do
     "$wg" evaluate --profile "$dir/profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
@@ -73,7 +79,7 @@ run_robot() {
   "$wg" calibrate --reference "$dir/assembly-reference.csv" --reference-cycles 3 --nominal "$dir/assembly-calibration.csv" \
     --detector published --out "$dir/assembly-profile.json"
   "$wg" calibrate --reference "$dir/assembly-reference.csv" --reference-cycles 3 --nominal "$dir/assembly-calibration.csv" \
-    --detector phase-aware --out "$dir/assembly-profile-phase.json"
+    --detector phase-aware --model "$dir/model.json" --out "$dir/assembly-profile-phase.json"
   for variant in assembly-nominal assembly-collisions; do
     "$wg" evaluate --profile "$dir/assembly-profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
     "$wg" evaluate --profile "$dir/assembly-profile-phase.json" "$dir/$variant.csv" --out "$dir/$variant.phase.evaluation.json"
@@ -84,7 +90,8 @@ run_robot() {
 # (pick-and-place) or ONE snap-fit pose (assembly): the task's first variant only; calibration,
 # nominal and collision runs use every variant. The kinematic model is the robot's own, identified
 # by the procedure on the simulated controller (0.05 mm noise; the tracked point 50 mm off the last
-# axis) - no preset. Both methods with the default detector, calibrated on the same cycles.
+# axis) - no preset. Both methods with the default detector (and its speed model from the same
+# kinematic model), calibrated on the same cycles.
 run_ka() {
   local robot=$1 seed=$2
   local dir="$out/$robot/ka" r="samples/robots/$robot.json"
@@ -108,7 +115,7 @@ PY
     record "$dir/$task-nominal.csv" --robot "$r" --task "$t" --cycles 60 --seed $((seed + 23))
     record "$dir/$task-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 24)) --contacts 50
     "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
-      --out "$dir/$task-mdtw.json" > "$dir/$task-mdtw.txt"
+      --model "$dir/model.json" --out "$dir/$task-mdtw.json" > "$dir/$task-mdtw.txt"
     "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
       --method ka-mdtw --model "$dir/model.json" --out "$dir/$task-ka.json" > "$dir/$task-ka.txt"
     for run in nominal collisions; do

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -292,40 +293,79 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     if (!(options.target_cycles_per_false_stop > 1)) {
         throw std::invalid_argument(fmt::format("target cycles per false stop must be > 1, got {}", options.target_cycles_per_false_stop));
     }
-    Detector detector(profile);
-    std::vector<Moments> rule1(profile.joints), rule2(profile.joints);
+    // The calibration pass: every nominal sample through the detector, as in operation.
+    std::unique_ptr<Detector> detector;
+    std::vector<Moments> rule1, rule2;
     // Phase-aware: every sample's matched reference sample and deviation, and its cycle.
-    std::vector<std::vector<PhaseObservation>> observed(profile.joints);
+    std::vector<std::vector<PhaseObservation>> observed;
     std::vector<std::uint32_t> cycle_of;  // per sample: calibration cycle index, or kNoCycle
     std::uint32_t cycles_seen = 0;
-    std::vector<double> tau(profile.joints), q(profile.joints);
-    nlohmann::json files = nlohmann::json::array();
+    nlohmann::json files;
     std::size_t windows = 0;
-    for (const auto& nom : nominal) {
-        const Recording& rec = *nom.recording;
-        if (rec.size() == 0) throw std::invalid_argument(fmt::format("{}: has no samples", nom.name));
-        detector.reset();
-        // Cycle of each sample (complete cycles only; the window's first m samples belong to none).
-        std::vector<std::uint32_t> cycle_here(rec.size(), kNoCycle);
-        for (const auto& c : rec.complete_cycles()) {
-            for (std::size_t i = std::max(c.begin, options.window); i < c.end; ++i) cycle_here[i] = cycles_seen;
-            ++cycles_seen;
-        }
-        for (std::size_t i = 0; i < rec.size(); ++i) {
-            const Decision d = detector.update(rec.sample(i, tau, q));
-            if (d.rule == Rule::Fault) {
-                throw std::invalid_argument(fmt::format("{}: sample {} cannot be judged (joint {})", nom.name, i, d.joint));
+    const auto run_pass = [&] {
+        detector = std::make_unique<Detector>(profile);
+        rule1.assign(profile.joints, Moments{});
+        rule2.assign(profile.joints, Moments{});
+        observed.assign(profile.joints, {});
+        cycle_of.clear();
+        cycles_seen = 0;
+        files = nlohmann::json::array();
+        windows = 0;
+        std::vector<double> tau(profile.joints), q(profile.joints);
+        for (const auto& nom : nominal) {
+            const Recording& rec = *nom.recording;
+            if (rec.size() == 0) throw std::invalid_argument(fmt::format("{}: has no samples", nom.name));
+            detector->reset();
+            // Cycle of each sample (complete cycles only; the window's first m samples belong to none).
+            std::vector<std::uint32_t> cycle_here(rec.size(), kNoCycle);
+            for (const auto& c : rec.complete_cycles()) {
+                for (std::size_t i = std::max(c.begin, options.window); i < c.end; ++i) cycle_here[i] = cycles_seen;
+                ++cycles_seen;
             }
-            const auto evs = detector.evaluations();
-            for (std::size_t j = 0; j < profile.joints; ++j) {
-                rule1[j].add(evs[j].rule1.deviation);
-                rule2[j].add(evs[j].rule2);
-                observed[j].push_back({static_cast<std::uint32_t>(evs[j].shared.partner), static_cast<float>(evs[j].shared.deviation)});
+            for (std::size_t i = 0; i < rec.size(); ++i) {
+                const Decision d = detector->update(rec.sample(i, tau, q));
+                if (d.rule == Rule::Fault) {
+                    throw std::invalid_argument(fmt::format("{}: sample {} cannot be judged (joint {})", nom.name, i, d.joint));
+                }
+                const auto evs = detector->evaluations();
+                for (std::size_t j = 0; j < profile.joints; ++j) {
+                    rule1[j].add(evs[j].rule1.deviation);
+                    rule2[j].add(evs[j].rule2);
+                    observed[j].push_back({static_cast<std::uint32_t>(evs[j].shared.partner), static_cast<float>(evs[j].shared.deviation)});
+                }
+                cycle_of.push_back(cycle_here[i]);
             }
-            cycle_of.push_back(cycle_here[i]);
+            windows += rec.size();
+            files.push_back({{"file", nom.name}, {"samples", rec.size()}, {"complete_cycles", rec.complete_cycles().size()}});
         }
-        windows += rec.size();
-        files.push_back({{"file", nom.name}, {"samples", rec.size()}, {"complete_cycles", rec.complete_cycles().size()}});
+    };
+    run_pass();
+    // Speed model: the part of the reference that scales with the speed override, from the
+    // robot's kinematics and its own nominal recordings (each sample placed in the task by the
+    // pass's shared partner). The pass then runs again with it, so that the thresholds include
+    // whatever the running speed estimate adds at the recorded speed.
+    std::string speed_note = "no kinematic model given: the detector assumes the recorded speed";
+    if (options.detector == DetectorKind::PhaseAware && (options.dynamics_model || options.kinematics)) {
+        const DhModel& model = options.dynamics_model ? *options.dynamics_model : options.kinematics->model;
+        if (model.dof() != profile.joints) {
+            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", model.dof(), reference.name, profile.joints));
+        }
+        if (profile.signal != SignalKind::Torque) {
+            speed_note = "not fitted: the signal is a motor-current magnitude (unsigned); recalibrate per override";
+        } else {
+            std::vector<SpeedModelSource> sources;
+            std::size_t offset = 0;
+            for (const auto& nom : nominal) {
+                SpeedModelSource src{nom.name, nom.recording, {}};
+                src.partners.reserve(nom.recording->size());
+                for (std::size_t i = 0; i < nom.recording->size(); ++i) src.partners.push_back(observed[0][offset + i].partner);
+                offset += nom.recording->size();
+                sources.push_back(std::move(src));
+            }
+            profile.speed = fit_speed_model(model, profile.reference, profile.signal, sources, options.gravity);
+            speed_note = "fitted";
+            run_pass();
+        }
     }
 
     for (std::size_t j = 0; j < profile.joints; ++j) {
@@ -349,7 +389,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         // No phase threshold below 3 x the joint's noise level (a phase where every nominal
         // deviation happened to be 0 must not stop on noise).
         std::vector<double> floors(profile.joints);
-        for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector.noise_scale(j);
+        for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector->noise_scale(j);
         profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors);
     }
     profile.calibration = {{"nominal", files},
@@ -359,8 +399,9 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                            {"k_sigma", options.k_sigma},
                            {"round_up", options.round_up},
                            {"rule2_margin", options.rule2_margin},
-                           {"clamped_levers", detector.clamped_levers()}};
+                           {"clamped_levers", detector->clamped_levers()}};
     if (!ka_unscaled.empty()) profile.calibration["ka_unscaled_joints"] = ka_unscaled;
+    if (options.detector == DetectorKind::PhaseAware) profile.calibration["speed_model"] = speed_note;
     profile.validate();
     return profile;
 }

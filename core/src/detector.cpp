@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "warpguard/dynamics.hpp"
 #include "warpguard/lever_length.hpp"
 
 namespace warpguard {
@@ -107,6 +108,40 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
+    if (profile_.speed) {
+        // The speed model in the units the reference is matched in (lever-scaled for KA-mDTW).
+        speed_inertial_ = profile_.speed->inertial;
+        speed_viscous_ = profile_.speed->viscous;
+        if (profile_.method == MatchingMethod::KaMdtw) {
+            const auto& k = *profile_.kinematics;
+            std::vector<double> q(profile_.joints), lever(profile_.joints);
+            for (std::size_t s = 0; s < profile_.reference.size(); ++s) {
+                for (std::size_t j = 0; j < profile_.joints; ++j) q[j] = profile_.reference.q[j][s];
+                equivalent_lever_lengths(k.model, q, k.force, lever);
+                for (std::size_t j = 0; j < profile_.joints; ++j) {
+                    if (!k.scales(j)) continue;
+                    speed_inertial_[j][s] /= lever[j];
+                    speed_viscous_[j][s] /= lever[j];
+                }
+            }
+        }
+        reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
+        std::vector<double> acceleration(profile_.reference.size());
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], acceleration);
+        }
+        // "Clearly moving": 10 % of the 95th percentile of the reference's summed squared joint
+        // velocities (the brisk part of the task).
+        std::vector<double> motion(profile_.reference.size(), 0.0);
+        for (std::size_t k = 0; k < motion.size(); ++k) {
+            for (std::size_t j = 0; j < profile_.joints; ++j) motion[k] += reference_velocity_[j][k] * reference_velocity_[j][k];
+        }
+        if (!motion.empty()) {
+            const auto at = motion.begin() + static_cast<std::ptrdiff_t>(motion.size() * 95 / 100);
+            std::nth_element(motion.begin(), at, motion.end());
+            speed_motion_ = std::max(0.1 * *at, 1e-8);
+        }
+    }
     if (matcher == MatcherKind::Streaming) {
         streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
     } else {
@@ -124,11 +159,14 @@ AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partn
     // The newest sample against the range the reference spans within +- kPartnerSlack samples of
     // `partner`: the timing of a cycle varies by a sample or two, and at a step (a part grasped)
     // any value between the two levels is nominal.
-    const auto& ref = references_[joint];
+    const std::size_t size = references_[joint].size();
     const std::size_t lo = partner > kPartnerSlack ? partner - kPartnerSlack : 0;
-    const std::size_t hi = std::min(ref.size() - 1, partner + kPartnerSlack);
-    double low = ref[partner], high = ref[partner];
-    for (std::size_t k = lo; k <= hi; ++k) low = std::min(low, ref[k]), high = std::max(high, ref[k]);
+    const std::size_t hi = std::min(size - 1, partner + kPartnerSlack);
+    double low = expected(joint, partner), high = low;
+    for (std::size_t k = lo; k <= hi; ++k) {
+        const double b = expected(joint, k);
+        low = std::min(low, b), high = std::max(high, b);
+    }
     if (a > high) return {a - high, partner};
     if (a < low) return {a - low, partner};
     return {0.0, partner};
@@ -141,7 +179,34 @@ void Detector::reset() {
     std::fill(cusum_.begin(), cusum_.end(), 0.0);
     has_shared_ = false;
     has_previous_ = false;
+    speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     if (streaming_) streaming_->reset();
+}
+
+void Detector::update_speed(std::size_t partner, std::span<const double> q) {
+    if (speed_inertial_.empty() || !has_previous_) return;
+    // Only a partner the joint angles confirm tells the speed: every joint within three samples'
+    // worth of the reference's local motion (or of its typical motion) of the reference's angle.
+    // A partner that is stuck or wrong (the start of a stream, an ambiguous home pose) would teach
+    // a wrong ratio, and a wrong ratio would pick wrong partners.
+    const auto& qr = profile_.reference.q;
+    const std::size_t next = std::min(partner + 1, qr[0].size() - 1);
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        const double local = std::max(std::abs(qr[j][next] - qr[j][partner]), angle_scale_[j]);
+        if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) return;
+    }
+    double along = 0, motion = 0;
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        const double v = reference_velocity_[j][partner];
+        along += velocity_[j] * v;
+        motion += v * v;
+    }
+    if (!(motion > 0)) return;
+    const double ratio = std::clamp(along / motion, kSpeedMin, kSpeedMax);
+    const double weight = kSpeedGain * motion / (motion + speed_motion_);
+    speed_ratio_ += weight * (ratio - speed_ratio_);
+    speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
+    speed_c1_ = speed_ratio_ - 1.0;
 }
 
 Decision Detector::fault(const Sample& sample) const {
@@ -285,6 +350,7 @@ Decision Detector::update(const Sample& sample) {
     }
     shared_ = shared;
     has_shared_ = true;
+    update_speed(shared, sample.q);
     for (std::size_t j = 0; j < n; ++j) evaluations_[j].shared = near_deviation(j, shared);
 
     if (profile_.detector == DetectorKind::PhaseAware) {
@@ -321,7 +387,7 @@ Decision Detector::update(const Sample& sample) {
                 // the matched reference on (Coulomb term, velocity).
                 const double qd = velocity_[j];
                 const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
-                const double y = windows_[j * m + m - 1] - references_[j][partner];
+                const double y = windows_[j * m + m - 1] - expected(j, partner);
                 const double keep = 1.0 - ph.drift_rate;
                 auto& a = friction_normal_[j];
                 a[0] = keep * a[0] + x0 * x0;

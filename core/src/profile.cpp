@@ -75,6 +75,17 @@ void Profile::validate() const {
             throw std::invalid_argument(fmt::format("drift rate must be in [0, 1), got {}", phase->drift_rate));
         }
     }
+    if (speed) {
+        if (speed->inertial.size() != joints || speed->viscous.size() != joints) {
+            throw std::invalid_argument(fmt::format("speed model for {} joints; expected {}", speed->inertial.size(), joints));
+        }
+        for (std::size_t j = 0; j < joints; ++j) {
+            if (speed->inertial[j].size() != reference.size() || speed->viscous[j].size() != reference.size()) {
+                throw std::invalid_argument(fmt::format("joint {}: the speed model has {} values; the reference has {} samples", j + 1,
+                                                        speed->inertial[j].size(), reference.size()));
+            }
+        }
+    }
     if (method == MatchingMethod::KaMdtw) {
         if (!kinematics) throw std::invalid_argument("KA-mDTW profile has no kinematics");
         if (kinematics->model.dof() != joints) {
@@ -146,6 +157,7 @@ nlohmann::json to_json(const Profile& p) {
                               {"derivation", p.phase->derivation},
                               {"rule1", rule1}};
     }
+    if (p.speed) out["speed_model"] = to_json(*p.speed);
     if (p.kinematics) {
         const auto& k = *p.kinematics;
         out["kinematics"] = {{"model", to_json(k.model)},
@@ -235,6 +247,9 @@ Profile profile_from_json(const nlohmann::json& j) {
         s.rule1 = typed<std::vector<std::vector<double>>>(ph, "rule1", "phase_aware");
         if (ph.contains("derivation")) s.derivation = ph.at("derivation");
         p.phase = std::move(s);
+    }
+    if (j.contains("speed_model") && !j.at("speed_model").is_null()) {
+        p.speed = speed_model_from_json(j.at("speed_model"), p.joints, p.reference.size());
     }
     if (j.contains("kinematics") && !j.at("kinematics").is_null()) {
         const auto& k = j.at("kinematics");

@@ -110,6 +110,16 @@ json calibrate_command(DaemonContext& c, const json& request) {
                                            session->id(), session->joints()));
         }
         options.kinematics = std::move(k);
+    } else if (options.detector == DetectorKind::PhaseAware) {
+        // The default detector's speed-override model needs the robot's kinematics: the latest
+        // stored model when there is one (without, the profile assumes the recorded speed).
+        const std::int64_t model_id = arg<std::int64_t>(request, "model", 0);
+        const auto stored = model_id == 0 ? c.store.latest_model(session->id()) : c.store.model(model_id);
+        if (model_id != 0 && !stored) throw CommandError(fmt::format("model {} does not exist", model_id));
+        if (stored && stored->at("robot").get<std::string>() == session->id()) {
+            DhModel model = dh_model_from_json(stored->at("model"));
+            if (model.dof() == session->joints()) options.dynamics_model = std::move(model);
+        }
     }
     std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
     if (recording_id == 0) {

@@ -10,6 +10,7 @@
 
 #include "mujoco_model.hpp"
 #include "servo_controller.hpp"
+#include "warpguard/dynamics.hpp"
 #include "warpguard/robot_description.hpp"
 
 using namespace warpguard;
@@ -134,4 +135,59 @@ TEST_CASE("robot descriptions name what is wrong", "[sim][description]") {
     j["joints"][0]["mass"] = -2;
     CHECK_THROWS_WITH(robot_description_from_json(j), Catch::Contains("x.joints[0].mass must be > 0, got -2"));
     CHECK_THROWS_WITH(load_robot_description("/nonexistent/robot.json"), Catch::Contains("/nonexistent/robot.json"));
+}
+
+TEST_CASE("The dynamics regressor with the described parameters reproduces MuJoCo's inverse dynamics", "[sim][dynamics]") {
+    for (const char* name : kRobots) {
+        const RobotDescription r = robot(name);
+        sim::ModelOptions options;
+        options.joint_friction = false;  // rigid bodies and armature; the smooth Coulomb column is WarpGuard's own
+        sim::MujocoRobot sim(r, options);
+        sim.set_payload(0.0);
+        const DynamicsRegressor regressor(r.kinematics);
+        Eigen::VectorXd pi = regressor.parameters(r.links);
+        const std::size_t n = r.dof();
+        for (std::size_t j = 0; j < n; ++j) {  // the MuJoCo model has no joint friction here
+            pi(static_cast<Eigen::Index>(regressor.joint_column(j, 1))) = 0.0;
+            pi(static_cast<Eigen::Index>(regressor.joint_column(j, 2))) = 0.0;
+        }
+        std::mt19937_64 rng(23);
+        std::vector<double> q(n), qd(n), qdd(n);
+        Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(regressor.columns()));
+        Eigen::MatrixXd y_motion = y;
+        double worst = 0.0, largest = 0.0, worst_split = 0.0;
+        for (int trial = 0; trial < 300; ++trial) {
+            for (std::size_t i = 0; i < n; ++i) {
+                q[i] = std::uniform_real_distribution<double>(r.links[i].lower, r.links[i].upper)(rng);
+                qd[i] = std::uniform_real_distribution<double>(-2.0, 2.0)(rng);
+                qdd[i] = std::uniform_real_distribution<double>(-5.0, 5.0)(rng);
+                sim.data()->qpos[i] = q[i];
+                sim.data()->qvel[i] = qd[i];
+                sim.data()->qacc[i] = qdd[i];
+            }
+            mj_inverse(sim.model(), sim.data());
+            regressor.compute(q, qd, qdd, true, y);
+            const Eigen::VectorXd tau = y * pi;
+            // Gravity alone: MuJoCo at rest; the motion part is the difference.
+            regressor.compute(q, qd, qdd, false, y_motion);
+            const Eigen::VectorXd motion = y_motion * pi;
+            std::vector<double> inverse(n);
+            for (std::size_t i = 0; i < n; ++i) inverse[i] = sim.data()->qfrc_inverse[i];
+            for (std::size_t i = 0; i < n; ++i) {
+                sim.data()->qvel[i] = 0.0;
+                sim.data()->qacc[i] = 0.0;
+            }
+            mj_inverse(sim.model(), sim.data());
+            for (std::size_t i = 0; i < n; ++i) {
+                const auto k = static_cast<Eigen::Index>(i);
+                worst = std::max(worst, std::abs(tau(k) - inverse[i]));
+                largest = std::max(largest, std::abs(inverse[i]));
+                worst_split = std::max(worst_split, std::abs(motion(k) - (inverse[i] - sim.data()->qfrc_inverse[i])));
+            }
+        }
+        INFO(name << ": worst |Y pi - MuJoCo| = " << worst << " Nm (largest torque " << largest << " Nm), motion part " << worst_split);
+        CHECK(largest > 10.0);
+        CHECK(worst < 1e-6 * largest);
+        CHECK(worst_split < 1e-6 * largest);
+    }
 }

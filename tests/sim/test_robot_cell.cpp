@@ -8,6 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include "robot_cell.hpp"
+#include "warpguard/calibration.hpp"
+#include "warpguard/detector.hpp"
+#include "warpguard/evaluation.hpp"
 #include "warpguard/recording_csv.hpp"
 
 using namespace warpguard;
@@ -260,4 +263,62 @@ TEST_CASE("a current signal is reported as an unsigned magnitude, in A or percen
             CHECK(amps.tau[j][i] == Approx(std::abs(torque.tau[j][i]) * 2.0 / 50.0).margin(1e-12));
         }
     }
+}
+
+TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running; collisions still stop",
+          "[sim][speed]") {
+    const RobotDescription robot = ur5e();
+    const sim::Task task = ur5e_task(true);  // pick-and-place with three place positions and a carried part
+    const auto record = [&](std::size_t cycles, std::uint64_t seed, double override_factor, std::size_t contacts) {
+        sim::CellOptions options;
+        options.seed = seed;
+        options.speed_override = override_factor;
+        sim::RobotCell cell(robot, task, options);
+        if (contacts > 0) {
+            const auto starts = cell.schedule(cycles);
+            cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
+        }
+        return cell.record(cycles);
+    };
+    const Recording reference = record(7, 31, 1.0, 0);
+    const Recording calibration = record(12, 32, 1.0, 0);
+    const Recording slow = record(10, 33, 0.7, 0);
+    const Recording slow_hits = record(11, 34, 0.7, 10);
+
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile plain = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    options.dynamics_model = robot.kinematics;
+    const Profile modelled = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE_FALSE(plain.speed.has_value());
+    REQUIRE(modelled.speed.has_value());
+    for (const auto& joint : modelled.speed->derivation.at("joints")) {
+        INFO("joint " << joint.at("joint").get<int>() << ": explained " << joint.at("explained").get<double>());
+        CHECK(joint.at("explained").get<double>() > 0.5);
+    }
+
+    const auto run = [](const Profile& profile, const Recording& rec, double* ratio) {
+        Detector detector(profile);
+        std::vector<Decision> decisions;
+        std::vector<double> tau(rec.joints()), q(rec.joints());
+        for (std::size_t i = 0; i < rec.size(); ++i) decisions.push_back(detector.update(rec.sample(i, tau, q)));
+        if (ratio) *ratio = detector.speed_ratio();
+        return evaluate_decisions("run", rec, decisions, profile.window);
+    };
+    double ratio = 0.0;
+    const RunEvaluation without = run(plain, slow, nullptr);
+    const RunEvaluation with = run(modelled, slow, &ratio);
+    INFO("10 nominal cycles at 70 %: " << without.events.size() << " stop events without the speed model, " << with.events.size()
+                                        << " with it; estimated speed ratio " << ratio);
+    CHECK(without.events.size() >= 20);
+    CHECK(with.events.size() <= 1);
+    CHECK(ratio == Approx(0.7).margin(0.03));
+
+    const RunEvaluation hits = run(modelled, slow_hits, nullptr);
+    REQUIRE(hits.truth.has_value());
+    INFO("collisions at 70 %: " << hits.truth->detected << " of " << hits.truth->collisions.size() << " detected, "
+                                << hits.truth->false_stop_events << " false stop events");
+    CHECK(hits.truth->collisions.size() == 10);
+    CHECK(hits.truth->detected >= 9);
 }

@@ -142,3 +142,21 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
 }
+
+TEST_CASE("the phase-aware detector with a speed model does not allocate per sample", "[detector][realtime]") {
+    CalibrationOptions opt;
+    opt.window = 20;
+    opt.dynamics_model = planar_arm::default_arm().dh_model();
+    opt.gravity = Eigen::Vector3d(0, -9.81, 0);  // the planar arm moves in its base's x-y plane
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile p = calibrate({"reference.csv", &test::reference_recording()}, nominal, opt);
+    REQUIRE(p.speed.has_value());
+    Detector detector(p);
+    const Recording& rec = test::nominal_recording();
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    for (std::size_t i = 0; i < 50; ++i) detector.update(rec.sample(i, tau, q));  // warm-up
+    const std::size_t before = g_allocations.load();
+    for (std::size_t i = 50; i < rec.size(); ++i) detector.update(rec.sample(i, tau, q));
+    CHECK(g_allocations.load() == before);
+    CHECK(detector.speed_ratio() == Approx(1.0).margin(0.05));
+}

@@ -177,7 +177,7 @@ void register_ctl(CLI::App& app) {
             ->check(CLI::IsMember({"mdtw", "ka-mdtw"}));
         c->add_option("--force-frame", a->force_frame, "KA-mDTW: frame of the force direction, base (default) or tool")
             ->check(CLI::IsMember({"base", "tool"}));
-        c->add_option("--model", a->model, "KA-mDTW: kinematic model id (default: the robot's latest)");
+        c->add_option("--model", a->model, "Kinematic model id for KA-mDTW and the default detector's speed model (default: the robot's latest)");
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
         // Calibration runs at the lowest priority in the daemon: on a busy PC it takes longer.
         c->preparse_callback([a](std::size_t) { a->timeout = 600; });

@@ -125,6 +125,7 @@ void run_calibrate(const CalibrateArgs& a) {
             }
         }
     }
+    if (opt.method != MatchingMethod::KaMdtw && !a.model.empty()) opt.dynamics_model = load_dh_model(a.model);
     const Profile p = calibrate({a.reference, &ref}, named, opt);
     save_profile(p, a.out);
 
@@ -148,6 +149,17 @@ void run_calibrate(const CalibrateArgs& a) {
         std::printf("KA-mDTW: joints %s divided by their lever length (force %s frame); unscaled (lever below %.3f m): %s\n", scaled.c_str(),
                     to_string(p.kinematics->force.frame).c_str(), p.kinematics->min_lever,
                     p.calibration.value("ka_unscaled_joints", std::string("none")).c_str());
+    }
+    if (p.speed) {
+        std::printf("speed model (what scales with the override), fitted to %d nominal samples:\n",
+                    p.speed->derivation.value("samples", 0));
+        std::printf("  %-6s %6s %14s %14s %10s %16s\n", "joint", "rank", "residual rms", "signal sd", "explained", "largest inertial");
+        for (const auto& jt : p.speed->derivation.value("joints", nlohmann::json::array())) {
+            std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g\n", jt.value("joint", 0), jt.value("rank", 0), jt.value("residual_rms", 0.0),
+                        jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0), jt.value("largest_inertial", 0.0));
+        }
+    } else if (p.phase) {
+        std::printf("speed model: %s\n", p.calibration.value("speed_model", std::string("none")).c_str());
     }
     if (p.phase) {
         const auto& ph = *p.phase;
@@ -428,7 +440,8 @@ void register_calibrate(CLI::App& app) {
     cmd->add_flag("--round-up", args->round_up, "Rule 1: round theta1 up to the next integer (as the thesis)");
     cmd->add_option("--margin", args->margin, "Rule 2: theta2 = margin * nominal maximum")->capture_default_str();
     cmd->add_option("--method", args->method, "mdtw or ka-mdtw")->capture_default_str()->check(CLI::IsMember({"mdtw", "ka-mdtw"}));
-    cmd->add_option("--model", args->model, "Kinematic model JSON (KA-mDTW)")->check(CLI::ExistingFile);
+    cmd->add_option("--model", args->model, "The robot's kinematic model JSON (warpguard identify dh): needed by KA-mDTW; "
+                   "gives the phase-aware detector its speed-override model")->check(CLI::ExistingFile);
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();

@@ -58,6 +58,13 @@ struct CalibrationOptions {
     // CUSUM reference: ratios (deviation / the phase's largest nominal deviation) above it accumulate.
     // Half the nominal maximum: nominal deviations rarely stay there, a slow push does. 0 = no CUSUM.
     double cusum_reference = 0.5;
+    // The robot's kinematic model (warpguard identify dh, or KA-mDTW's). With it the phase-aware
+    // detector also gets a speed model (dynamics.hpp): what of the reference scales with the speed
+    // override, fitted to the nominal recordings, so a task run at another override is compared
+    // with what the reference would read at that speed. Without it, recalibrate per override.
+    std::optional<DhModel> dynamics_model;
+    // Gravity in the model's base frame, m/s^2: an upright robot (base z up) unless mounted otherwise.
+    Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81);
 };
 
 struct NamedRecording {

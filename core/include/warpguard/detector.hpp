@@ -73,6 +73,10 @@ public:
     // Phase-aware detector: the friction drift learned so far per joint (the visible record of
     // adaptation): {Coulomb term in signal units, viscous term in signal units per rad/s}.
     std::array<double, 2> friction_drift(std::size_t joint) const { return friction_[joint]; }
+    // With a speed model in the profile: the speed ratio of the task now against the reference
+    // (1 = as recorded; 0.7 at 70 % override), estimated from the joint velocities; else 1.
+    double speed_ratio() const { return speed_ratio_; }
+    bool has_speed_model() const { return !speed_inertial_.empty(); }
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
@@ -94,6 +98,12 @@ private:
     Decision fault(const Sample& sample) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
+    // The reference value of `joint` at reference sample k, as expected at the current speed ratio.
+    double expected(std::size_t joint, std::size_t k) const {
+        const double b = references_[joint][k];
+        return speed_inertial_.empty() ? b : b + speed_c2_ * speed_inertial_[joint][k] + speed_c1_ * speed_viscous_[joint][k];
+    }
+    void update_speed(std::size_t partner, std::span<const double> q);
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -119,6 +129,15 @@ private:
     std::vector<std::array<double, 5>> friction_normal_;  // EW sums: x0x0, x0x1, x1x1, x0y, x1y
     std::vector<double> velocity_scale_;
     bool has_shared_ = false;
+    // Speed model (profile.speed, scaled like the reference for KA-mDTW), the reference's joint
+    // velocities, and the running speed-ratio estimate: an average of the ratio of the observed to
+    // the reference velocity, each sample weighted by how fast the reference moves there (a
+    // standstill says nothing about the override).
+    std::vector<std::vector<double>> speed_inertial_, speed_viscous_, reference_velocity_;
+    double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
+    double speed_motion_ = 1.0;  // sum of squared reference velocities that counts as clearly moving
+    static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
+    static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
     static constexpr std::size_t kPartnerSlack = 2;
     std::size_t head_ = 0;                         // ring index of the oldest sample
     std::size_t updates_ = 0;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "warpguard/dynamics.hpp"
 #include "warpguard/kinematics.hpp"
 #include "warpguard/lever_length.hpp"
 #include "warpguard/recording.hpp"
@@ -104,6 +105,9 @@ struct Profile {
     std::optional<KinematicsSettings> kinematics;  // required for KA-mDTW
     DetectorKind detector = DetectorKind::Published;
     std::optional<PhaseAwareSettings> phase;  // required for the phase-aware detector
+    // Speed-override model (dynamics.hpp): what of the reference scales with the speed ratio.
+    // Optional; calibration adds it when the robot's kinematic model is known.
+    std::optional<SpeedModel> speed;
     // Record of how the profile was made: nominal files, window counts, options.
     nlohmann::json calibration = nlohmann::json::object();
 

@@ -1,0 +1,115 @@
+// Rigid-body dynamics in regressor form, and the speed model the phase-aware detector uses when the
+// operator changes the speed override.
+//
+// Joint torques are linear in the inertial parameters (the standard result used for identification,
+// e.g. seed 000 of ../shared/research/model-based-methods.md):
+//
+//   tau = Y(q, qd, qdd) pi
+//
+// with, per link k (DH frame k), pi_k = [m, m c_x, m c_y, m c_z, Ixx, Ixy, Ixz, Iyy, Iyz, Izz]
+// (first moments and the inertia tensor about the frame origin, in frame k), and per joint
+// [armature, viscous, Coulomb, offset] (armature: reflected rotor inertia times qdd; Coulomb:
+// qd / (|qd| + 0.01 rad/s), a smooth sign).
+//
+// Speed override scales the task in time: q(t) -> q_ref(s t), so qd -> s qd and qdd -> s^2 qdd.
+// Gravity and Coulomb friction stay, the viscous term scales with s, the inertial, centripetal and
+// Coriolis terms with s^2. The speed model is that split of the reference's signal, per joint and
+// reference sample: inertial(k) (the part that scales with s^2) and viscous(k) (with s), from
+// parameters fitted by least squares to the robot's own nominal recordings. At speed ratio s the
+// reference is expected to read
+//
+//   b_s(k) = b(k) + (s^2 - 1) inertial(k) + (s - 1) viscous(k).
+//
+// The fit is per joint: each joint's signal may be in its own unit (Nm, % of its rated torque),
+// so every joint gets its own copy of the parameters; directions of parameter space that the task
+// hardly excites are left out (truncated eigen-decomposition of the scaled normal equations), so
+// the split is only made where the recordings support it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "warpguard/kinematics.hpp"
+#include "warpguard/recording.hpp"
+#include "warpguard/robot_description.hpp"
+
+namespace warpguard {
+
+struct Reference;  // profile.hpp
+
+inline constexpr std::size_t kLinkParameters = 10;
+inline constexpr std::size_t kJointParameters = 4;
+// Smooth sign of the Coulomb column: qd / (|qd| + this), rad/s (about an encoder's velocity floor).
+inline constexpr double kCoulombSmoothing = 0.01;
+
+class DynamicsRegressor {
+public:
+    // `gravity` in the model's base frame: the default assumes an upright robot (base z up).
+    explicit DynamicsRegressor(DhModel model, Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81));
+
+    std::size_t dof() const { return model_.dof(); }
+    std::size_t columns() const { return (kLinkParameters + kJointParameters) * dof(); }
+    // Column of link k's (0-based) parameter p, and of joint j's parameter p (0 armature,
+    // 1 viscous, 2 Coulomb, 3 offset).
+    std::size_t link_column(std::size_t k, std::size_t p) const { return kLinkParameters * k + p; }
+    std::size_t joint_column(std::size_t j, std::size_t p) const { return kLinkParameters * dof() + kJointParameters * j + p; }
+
+    // y (dof x columns) = Y(q, qd, qdd); with `gravity` false the gravity columns are left out (the
+    // motion-dependent part alone). Does not allocate.
+    void compute(std::span<const double> q, std::span<const double> qd, std::span<const double> qdd, bool gravity,
+                 Eigen::Ref<Eigen::MatrixXd> y) const;
+
+    // The parameter vector of a described robot (for tests and the simulator's own model): link
+    // inertias shifted to the frame origins, friction and armature per joint, no offset.
+    Eigen::VectorXd parameters(const std::vector<LinkDynamics>& links) const;
+
+private:
+    DhModel model_;
+    Eigen::Vector3d gravity_;
+};
+
+// Joint velocities and accelerations of a sampled trajectory, by a local quadratic least-squares
+// fit over +- half_width samples (real time stamps, so jitter is handled); the ends use the
+// nearest full neighbourhood. qd and qdd must have q.size() entries.
+void smooth_derivatives(std::span<const double> t, std::span<const double> q, std::size_t half_width,
+                        std::span<double> qd, std::span<double> qdd);
+inline constexpr std::size_t kDerivativeHalfWidth = 3;
+
+struct SpeedModel {
+    std::vector<std::vector<double>> inertial;  // [joint][reference sample], signal units at s = 1
+    std::vector<std::vector<double>> viscous;   // [joint][reference sample]
+    nlohmann::json derivation = nlohmann::json::object();
+    // Expected reference value of joint j at reference sample k at speed ratio s.
+    double expected(std::size_t j, std::size_t k, double reference_value, double s) const {
+        return reference_value + (s * s - 1.0) * inertial[j][k] + (s - 1.0) * viscous[j][k];
+    }
+};
+
+struct SpeedModelSource {
+    std::string name;
+    const Recording* recording = nullptr;
+    // Per sample: the reference sample it was matched to (the calibration pass's shared partner).
+    // It tells which part of the task a sample belongs to: a part carried between grasp and
+    // release changes the load at the flange, so each stretch of the reference between changes of
+    // motion gets its own load at the last link (mass and first moments). Empty: one load for all.
+    std::vector<std::uint32_t> partners;
+};
+
+// Fits the per-joint dynamics to the nominal recordings (at most `max_rows` samples, evenly spread)
+// and evaluates the split on the reference. Throws std::invalid_argument when the model does not
+// fit the robot (joint count), the signal is unsigned (motor-current magnitude) or there is no data.
+// `gravity` in the model's base frame (default: an upright robot, base z up).
+SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal,
+                           std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
+                           std::size_t max_rows = 60000);
+
+nlohmann::json to_json(const SpeedModel& model);
+SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size);
+
+}  // namespace warpguard

@@ -1,0 +1,396 @@
+#include "warpguard/dynamics.hpp"
+
+#include "warpguard/profile.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <stdexcept>
+
+#include <Eigen/Dense>
+#include <fmt/format.h>
+
+namespace warpguard {
+
+DynamicsRegressor::DynamicsRegressor(DhModel model, Eigen::Vector3d gravity) : model_(std::move(model)), gravity_(gravity) {}
+
+void DynamicsRegressor::compute(std::span<const double> q, std::span<const double> qd, std::span<const double> qdd,
+                                bool gravity, Eigen::Ref<Eigen::MatrixXd> y) const {
+    const std::size_t n = dof();
+    if (q.size() != n || qd.size() != n || qdd.size() != n) {
+        throw std::invalid_argument(fmt::format("the dynamics regressor needs {} joint values, got {}/{}/{}", n, q.size(), qd.size(), qdd.size()));
+    }
+    if (static_cast<std::size_t>(y.rows()) != n || static_cast<std::size_t>(y.cols()) != columns()) {
+        throw std::invalid_argument(fmt::format("the regressor is {} x {}; got a {} x {} matrix", n, columns(), y.rows(), y.cols()));
+    }
+    std::array<Eigen::Isometry3d, kMaxDhJoints + 2> frames;
+    model_.forward(q, std::span(frames).first(n + 2));
+    // Velocities and accelerations in the base frame, outwards. Frame k's origin o_k lies on the
+    // axis of joint k+1 (z_k); joint k (1-based) moves link k about / along z_{k-1}. The base's
+    // acceleration is -g, which puts gravity into every link's acceleration (the usual trick).
+    std::array<Eigen::Vector3d, kMaxDhJoints> w, dw, a, z, o;
+    Eigen::Vector3d w_prev = Eigen::Vector3d::Zero(), dw_prev = Eigen::Vector3d::Zero();
+    Eigen::Vector3d a_prev = gravity ? Eigen::Vector3d(-gravity_) : Eigen::Vector3d::Zero();
+    for (std::size_t k = 0; k < n; ++k) {
+        const Eigen::Vector3d axis = frames[k].linear().col(2);
+        const Eigen::Vector3d r = frames[k + 1].translation() - frames[k].translation();
+        z[k] = axis;
+        o[k] = frames[k].translation();  // a point on joint k+1's axis (0-based joint k)
+        if (model_.joints()[k].type == JointType::Revolute) {
+            w[k] = w_prev + axis * qd[k];
+            dw[k] = dw_prev + axis * qdd[k] + w_prev.cross(axis * qd[k]);
+            a[k] = a_prev + dw[k].cross(r) + w[k].cross(w[k].cross(r));
+        } else {
+            w[k] = w_prev;
+            dw[k] = dw_prev;
+            a[k] = a_prev + dw[k].cross(r) + w[k].cross(w[k].cross(r)) + 2.0 * w[k].cross(axis * qd[k]) + axis * qdd[k];
+        }
+        w_prev = w[k], dw_prev = dw[k], a_prev = a[k];
+    }
+    y.setZero();
+    // Link k's wrench about its frame origin for a unit parameter, projected on every joint j <= k:
+    // a revolute joint takes the moment about a point of its axis, a prismatic one the force.
+    const auto project = [&](std::size_t k, std::size_t column, const Eigen::Vector3d& f, const Eigen::Vector3d& nm) {
+        const Eigen::Vector3d origin = frames[k + 1].translation();
+        for (std::size_t j = 0; j <= k; ++j) {
+            const double v = model_.joints()[j].type == JointType::Revolute ? z[j].dot(nm + (origin - o[j]).cross(f)) : z[j].dot(f);
+            y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(column)) = v;
+        }
+    };
+    for (std::size_t k = 0; k < n; ++k) {
+        const Eigen::Matrix3d& rot = frames[k + 1].linear();
+        const Eigen::Vector3d wl = rot.transpose() * w[k], dwl = rot.transpose() * dw[k];
+        // Mass: F = m a.
+        project(k, link_column(k, 0), a[k], Eigen::Vector3d::Zero());
+        // First moments h (frame k): F = dw x h + w x (w x h), N = h x a.
+        for (int c = 0; c < 3; ++c) {
+            const Eigen::Vector3d h = rot.col(c);
+            project(k, link_column(k, 1 + static_cast<std::size_t>(c)), dw[k].cross(h) + w[k].cross(w[k].cross(h)), h.cross(a[k]));
+        }
+        // Inertia about the origin (frame k): N = I dw + w x (I w), for each symmetric unit tensor.
+        static constexpr std::array<std::array<int, 2>, 6> kEntries{{{0, 0}, {0, 1}, {0, 2}, {1, 1}, {1, 2}, {2, 2}}};
+        for (std::size_t e = 0; e < kEntries.size(); ++e) {
+            Eigen::Matrix3d unit = Eigen::Matrix3d::Zero();
+            unit(kEntries[e][0], kEntries[e][1]) = 1.0;
+            unit(kEntries[e][1], kEntries[e][0]) = 1.0;
+            const Eigen::Vector3d nl = unit * dwl + wl.cross(unit * wl);
+            project(k, link_column(k, 4 + e), Eigen::Vector3d::Zero(), rot * nl);
+        }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        const auto row = static_cast<Eigen::Index>(j);
+        y(row, static_cast<Eigen::Index>(joint_column(j, 0))) = qdd[j];
+        y(row, static_cast<Eigen::Index>(joint_column(j, 1))) = qd[j];
+        y(row, static_cast<Eigen::Index>(joint_column(j, 2))) = qd[j] / (std::abs(qd[j]) + kCoulombSmoothing);
+        y(row, static_cast<Eigen::Index>(joint_column(j, 3))) = 1.0;
+    }
+}
+
+Eigen::VectorXd DynamicsRegressor::parameters(const std::vector<LinkDynamics>& links) const {
+    if (links.size() != dof()) throw std::invalid_argument(fmt::format("{} links described; the model has {} joints", links.size(), dof()));
+    Eigen::VectorXd pi = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(columns()));
+    for (std::size_t k = 0; k < dof(); ++k) {
+        const LinkDynamics& l = links[k];
+        const Eigen::Vector3d c = l.com;
+        // Parallel-axis theorem: I_o = I_c + m (|c|^2 E - c c^T).
+        const Eigen::Matrix3d io = Eigen::Matrix3d(l.inertia.asDiagonal()) + l.mass * (c.squaredNorm() * Eigen::Matrix3d::Identity() - c * c.transpose());
+        const auto col = [&](std::size_t p) { return static_cast<Eigen::Index>(link_column(k, p)); };
+        pi(col(0)) = l.mass;
+        for (int i = 0; i < 3; ++i) pi(col(1 + static_cast<std::size_t>(i))) = l.mass * c(i);
+        pi(col(4)) = io(0, 0), pi(col(5)) = io(0, 1), pi(col(6)) = io(0, 2);
+        pi(col(7)) = io(1, 1), pi(col(8)) = io(1, 2), pi(col(9)) = io(2, 2);
+        pi(static_cast<Eigen::Index>(joint_column(k, 0))) = l.armature;
+        pi(static_cast<Eigen::Index>(joint_column(k, 1))) = l.viscous;
+        pi(static_cast<Eigen::Index>(joint_column(k, 2))) = l.coulomb;
+    }
+    return pi;
+}
+
+void smooth_derivatives(std::span<const double> t, std::span<const double> q, std::size_t half_width, std::span<double> qd,
+                        std::span<double> qdd) {
+    const std::size_t n = q.size();
+    if (t.size() != n || qd.size() != n || qdd.size() != n) {
+        throw std::invalid_argument(fmt::format("derivatives: {} times, {} angles, {}/{} outputs", t.size(), n, qd.size(), qdd.size()));
+    }
+    std::fill(qd.begin(), qd.end(), 0.0);
+    std::fill(qdd.begin(), qdd.end(), 0.0);
+    if (n < 3) return;
+    const std::size_t h = std::max<std::size_t>(1, std::min(half_width, (n - 1) / 2));
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t lo = i < h ? 0 : std::min(i - h, n - 1 - 2 * h);
+        const std::size_t hi = lo + 2 * h;
+        // q(t) ~ c0 + c1 (t - t_i) + c2 (t - t_i)^2 by least squares over [lo, hi].
+        Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
+        Eigen::Vector3d atb = Eigen::Vector3d::Zero();
+        for (std::size_t k = lo; k <= hi; ++k) {
+            const double d = t[k] - t[i];
+            const Eigen::Vector3d row(1.0, d, d * d);
+            ata += row * row.transpose();
+            atb += row * q[k];
+        }
+        const Eigen::Vector3d c = ata.ldlt().solve(atb);
+        if (c.allFinite()) {
+            qd[i] = c(1);
+            qdd[i] = 2.0 * c(2);
+        }
+    }
+}
+
+namespace {
+
+struct NormalEquations {
+    Eigen::MatrixXd ata;
+    Eigen::VectorXd atb;
+    double bb = 0, b_sum = 0;
+    std::size_t rows = 0;
+};
+
+// Minimum-norm least squares over the directions the data excite: columns scaled to unit norm, the
+// eigen-directions of the scaled normal matrix below `relative` of the largest are dropped.
+Eigen::VectorXd solve_truncated(const NormalEquations& ne, double relative, std::size_t& rank) {
+    const Eigen::Index c = ne.ata.rows();
+    Eigen::VectorXd scale(c);
+    for (Eigen::Index i = 0; i < c; ++i) scale(i) = ne.ata(i, i) > 0 ? 1.0 / std::sqrt(ne.ata(i, i)) : 0.0;
+    const Eigen::MatrixXd scaled = scale.asDiagonal() * ne.ata * scale.asDiagonal();
+    const Eigen::VectorXd rhs = scale.asDiagonal() * ne.atb;
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(scaled);
+    const Eigen::VectorXd& values = eig.eigenvalues();
+    const double top = values.maxCoeff();
+    Eigen::VectorXd x = Eigen::VectorXd::Zero(c);
+    rank = 0;
+    for (Eigen::Index i = 0; i < c; ++i) {
+        if (!(values(i) > relative * top)) continue;
+        const auto v = eig.eigenvectors().col(i);
+        x += v * (v.dot(rhs) / values(i));
+        ++rank;
+    }
+    return scale.asDiagonal() * x;
+}
+
+// Directions excited less than this fraction (in eigenvalue; 1e-3 in singular value, a condition
+// number of 1,000 for the column-scaled regressor) of the best-excited one are not trusted: with a
+// signal noise of about 1 % of its range, such a direction's coefficient is not determined to better
+// than ten times its effect. (Measured on the UR5e-like pick-and-place at 70 % override: a cut of
+// 1e-8 let per-stretch loads take inertial parts several times the signal; 1e-6 and 1e-4 gave the
+// same false stops.)
+constexpr double kRelativeEigenvalue = 1e-6;
+
+}  // namespace
+
+SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal,
+                           std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity, std::size_t max_rows) {
+    const std::size_t n = model.dof();
+    if (reference.tau.size() != n) {
+        throw std::invalid_argument(fmt::format("the kinematic model has {} joints; the reference has {}", n, reference.tau.size()));
+    }
+    if (signal != SignalKind::Torque) {
+        throw std::invalid_argument("the speed model needs a signed torque signal; a motor-current magnitude has no sign to split");
+    }
+    if (nominal.empty()) throw std::invalid_argument("the speed model needs nominal recordings");
+    const DynamicsRegressor regressor(model, gravity);
+    const std::size_t base = regressor.columns();
+    // The reference's joint velocities and accelerations, and its stretches: maximal runs of
+    // motion and of standstill (summed squared joint velocity above / below 0.1 % of its 95th
+    // percentile; runs under 5 samples join the run before). A load can only change between them
+    // (a part is grasped or released while the robot stands).
+    const std::size_t m = reference.size();
+    std::vector<std::vector<double>> ref_vel(n, std::vector<double>(m)), ref_acc(n, std::vector<double>(m));
+    for (std::size_t j = 0; j < n; ++j) smooth_derivatives(reference.t, reference.q[j], kDerivativeHalfWidth, ref_vel[j], ref_acc[j]);
+    std::vector<std::uint32_t> stretch(m, 0);
+    std::size_t stretches = 1;
+    {
+        std::vector<double> motion(m, 0.0);
+        for (std::size_t k = 0; k < m; ++k) {
+            for (std::size_t j = 0; j < n; ++j) motion[k] += ref_vel[j][k] * ref_vel[j][k];
+        }
+        std::vector<double> sorted = motion;
+        const auto at = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() * 95 / 100);
+        std::nth_element(sorted.begin(), at, sorted.end());
+        const double moving = 1e-3 * *at;
+        std::size_t run_start = 0;
+        bool state = m > 0 && motion[0] > moving;
+        std::uint32_t id = 0;
+        for (std::size_t k = 0; k < m; ++k) {
+            const bool here = motion[k] > moving;
+            if (here != state && k - run_start >= 5) {
+                ++id;
+                run_start = k;
+                state = here;
+            } else if (here != state) {
+                state = here;  // a short run joins the run before
+            }
+            stretch[k] = id;
+        }
+        stretches = static_cast<std::size_t>(id) + 1;
+    }
+    const std::size_t per_load = 4;  // mass and first moments of a load on the last link
+    const std::size_t cols = base + per_load * stretches;
+    std::vector<NormalEquations> ne(n);
+    for (auto& e : ne) e.ata = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(cols)), e.atb = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols));
+    std::size_t total = 0;
+    for (const auto& src : nominal) total += src.recording ? src.recording->size() : 0;
+    if (total == 0) throw std::invalid_argument("the speed model's nominal recordings have no samples");
+    const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / max_rows);
+    Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(base));
+    std::vector<double> q(n), qd(n), qdd(n);
+    const auto load_column = [&](std::size_t p) { return regressor.link_column(n - 1, p); };
+    for (const auto& src : nominal) {
+        const Recording& rec = *src.recording;
+        if (rec.joints() != n) {
+            throw std::invalid_argument(fmt::format("{}: {} joints; the kinematic model has {}", src.name, rec.joints(), n));
+        }
+        if (!src.partners.empty() && src.partners.size() != rec.size()) {
+            throw std::invalid_argument(fmt::format("{}: {} partners for {} samples", src.name, src.partners.size(), rec.size()));
+        }
+        const std::size_t h = kDerivativeHalfWidth;
+        if (rec.size() < 2 * h + 1) continue;
+        std::vector<std::vector<double>> vel(n, std::vector<double>(rec.size())), acc(n, std::vector<double>(rec.size()));
+        for (std::size_t j = 0; j < n; ++j) smooth_derivatives(rec.t, rec.q[j], h, vel[j], acc[j]);
+        for (std::size_t i = h; i + h < rec.size(); i += stride) {
+            for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
+            regressor.compute(q, qd, qdd, true, y);
+            const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
+            const auto block = static_cast<Eigen::Index>(base + per_load * load);
+            for (std::size_t j = 0; j < n; ++j) {
+                const auto yj = y.row(static_cast<Eigen::Index>(j));
+                const double b = rec.tau[j][i];
+                auto& e = ne[j];
+                // Dense part (the base columns) and the one active load block: a sparse rank update.
+                e.ata.topLeftCorner(static_cast<Eigen::Index>(base), static_cast<Eigen::Index>(base))
+                    .selfadjointView<Eigen::Lower>()
+                    .rankUpdate(yj.transpose());
+                Eigen::Matrix<double, 4, 1> yl;
+                for (std::size_t p = 0; p < per_load; ++p) yl(static_cast<Eigen::Index>(p)) = yj(static_cast<Eigen::Index>(load_column(p)));
+                e.ata.block(block, 0, 4, static_cast<Eigen::Index>(base)) += yl * yj;
+                e.ata.block(block, block, 4, 4) += yl * yl.transpose();
+                e.atb.head(static_cast<Eigen::Index>(base)) += yj.transpose() * b;
+                e.atb.segment(block, 4) += yl * b;
+                e.bb += b * b;
+                e.b_sum += b;
+                ++e.rows;
+            }
+        }
+    }
+    // A joint that does not move in the task (held still, moved only by servo error) has friction
+    // and armature columns of pure noise: a coefficient fitted to them is meaningless and can be
+    // huge. Those columns are dropped: RMS speed under 1 % of the fastest joint's.
+    std::vector<double> rms_speed(n, 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+        const double vv = ne[j].ata(static_cast<Eigen::Index>(regressor.joint_column(j, 1)), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+        rms_speed[j] = std::sqrt(vv / std::max<double>(1.0, static_cast<double>(ne[j].rows)));  // RMS speed
+    }
+    const double fastest = *std::max_element(rms_speed.begin(), rms_speed.end());
+    std::vector<bool> still(n, false);
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!(rms_speed[j] >= 0.01 * fastest)) {
+            still[j] = true;
+            for (std::size_t p = 0; p < 3; ++p) {
+                const auto c = static_cast<Eigen::Index>(regressor.joint_column(j, p));
+                ne[j].ata.row(c).setZero();
+                ne[j].ata.col(c).setZero();
+                ne[j].atb(c) = 0.0;
+            }
+        }
+    }
+    if (ne[0].rows < cols) {
+        throw std::invalid_argument(fmt::format("the speed model needs at least {} nominal samples, got {}", cols, ne[0].rows));
+    }
+
+    SpeedModel out;
+    out.inertial.assign(n, std::vector<double>(reference.size()));
+    out.viscous.assign(n, std::vector<double>(reference.size()));
+    std::vector<Eigen::VectorXd> pi(n);
+    nlohmann::json joints = nlohmann::json::array();
+    for (std::size_t j = 0; j < n; ++j) {
+        ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
+        std::size_t rank = 0;
+        pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, rank);
+        // Residual from the normal equations: |b - Y pi|^2 = bb - 2 pi.atb + pi' ata pi.
+        const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
+        const double rows = static_cast<double>(ne[j].rows);
+        const double mean = ne[j].b_sum / rows;
+        const double tss = std::max(ne[j].bb - rows * mean * mean, 1e-300);
+        joints.push_back({{"joint", j + 1},
+                          {"rank", rank},
+                          {"residual_rms", std::sqrt(rss / rows)},
+                          {"signal_sd", std::sqrt(tss / rows)},
+                          {"explained", 1.0 - rss / tss}});
+    }
+    // The split along the reference: motion-dependent part without gravity (link parameters and
+    // armature, all scaling with s^2) and the viscous term (s).
+    Eigen::VectorXd inertial_mask = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(base));
+    inertial_mask.head(static_cast<Eigen::Index>(kLinkParameters * n)).setOnes();
+    for (std::size_t j = 0; j < n; ++j) inertial_mask(static_cast<Eigen::Index>(regressor.joint_column(j, 0))) = 1.0;
+    std::vector<double> largest(n, 0.0);
+    for (std::size_t k = 0; k < m; ++k) {
+        for (std::size_t j = 0; j < n; ++j) q[j] = reference.q[j][k], qd[j] = ref_vel[j][k], qdd[j] = ref_acc[j][k];
+        regressor.compute(q, qd, qdd, false, y);
+        const auto block = static_cast<Eigen::Index>(base + per_load * stretch[k]);
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
+            double value = yj.cwiseProduct(inertial_mask).dot(pi[j].head(static_cast<Eigen::Index>(base)));
+            for (std::size_t p = 0; p < per_load; ++p) value += yj(static_cast<Eigen::Index>(load_column(p))) * pi[j](block + static_cast<Eigen::Index>(p));
+            out.inertial[j][k] = value;
+            out.viscous[j][k] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1))) * qd[j];
+            largest[j] = std::max(largest[j], std::abs(value));
+        }
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        joints[j]["largest_inertial"] = largest[j];
+        joints[j]["viscous_coefficient"] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+        joints[j]["rms_speed"] = rms_speed[j];
+        joints[j]["still"] = still[j];
+    }
+    out.derivation = {{"method", "rigid-body regressor per joint (10 parameters per link; armature, viscous, Coulomb, offset per joint; "
+                                 "a load on the last link per stretch of the reference), "
+                                 "truncated least squares on the nominal recordings"},
+                      {"samples", ne[0].rows},
+                      {"load_stretches", stretches},
+                      {"stride", stride},
+                      {"relative_eigenvalue_cut", kRelativeEigenvalue},
+                      {"gravity", {gravity.x(), gravity.y(), gravity.z()}},
+                      {"joints", joints}};
+    return out;
+}
+
+nlohmann::json to_json(const SpeedModel& model) {
+    const auto rounded = [](const std::vector<std::vector<double>>& rows) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& row : rows) {
+            nlohmann::json values = nlohmann::json::array();
+            for (double v : row) values.push_back(std::stod(fmt::format("{:.6g}", v)));
+            out.push_back(std::move(values));
+        }
+        return out;
+    };
+    return {{"inertial", rounded(model.inertial)}, {"viscous", rounded(model.viscous)}, {"derivation", model.derivation}};
+}
+
+SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size) {
+    SpeedModel out;
+    const auto table = [&](const char* key) {
+        if (!j.is_object() || !j.contains(key)) throw std::invalid_argument(fmt::format("speed_model has no '{}'", key));
+        std::vector<std::vector<double>> rows;
+        try {
+            rows = j.at(key).get<std::vector<std::vector<double>>>();
+        } catch (const nlohmann::json::exception&) {
+            throw std::invalid_argument(fmt::format("speed_model.{} must be one array of numbers per joint", key));
+        }
+        if (rows.size() != joints) throw std::invalid_argument(fmt::format("speed_model.{} has {} joints; expected {}", key, rows.size(), joints));
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            if (rows[r].size() != reference_size) {
+                throw std::invalid_argument(fmt::format("speed_model.{}[{}] has {} values; the reference has {} samples", key, r, rows[r].size(), reference_size));
+            }
+            for (double v : rows[r]) {
+                if (!std::isfinite(v)) throw std::invalid_argument(fmt::format("speed_model.{}[{}] holds a value that is not finite", key, r));
+            }
+        }
+        return rows;
+    };
+    out.inertial = table("inertial");
+    out.viscous = table("viscous");
+    if (j.contains("derivation")) out.derivation = j.at("derivation");
+    return out;
+}
+
+}  // namespace warpguard

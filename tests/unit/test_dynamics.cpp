@@ -1,0 +1,105 @@
+// The speed model: derivatives from sampled angles, the fit on the planar arm, the detector's speed
+// estimate, and the profile's JSON form.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "planar_arm.hpp"
+#include "test_data.hpp"
+#include "warpguard/calibration.hpp"
+#include "warpguard/detector.hpp"
+#include "warpguard/dynamics.hpp"
+#include "warpguard/evaluation.hpp"
+
+using namespace warpguard;
+
+TEST_CASE("smooth derivatives are exact for a quadratic sampled with jitter", "[dynamics]") {
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<double> jitter(-0.002, 0.002);
+    std::vector<double> t, q;
+    for (int i = 0; i < 200; ++i) {
+        t.push_back(0.008 * i + jitter(rng));
+        q.push_back(0.3 - 1.2 * t.back() + 2.5 * t.back() * t.back());
+    }
+    std::vector<double> qd(t.size()), qdd(t.size());
+    smooth_derivatives(t, q, kDerivativeHalfWidth, qd, qdd);
+    for (std::size_t i = 0; i < t.size(); ++i) {
+        CHECK(qd[i] == Approx(-1.2 + 5.0 * t[i]).margin(1e-9));
+        CHECK(qdd[i] == Approx(5.0).margin(1e-7));
+    }
+    std::vector<double> short_out(3);
+    CHECK_THROWS_WITH(smooth_derivatives(t, q, 3, short_out, short_out), Catch::Contains("200 times"));
+}
+
+namespace {
+
+// The planar arm moves in the x-y plane of its base with gravity along -y.
+CalibrationOptions planar_options(bool with_model) {
+    CalibrationOptions opt;
+    opt.window = 20;
+    if (with_model) {
+        opt.dynamics_model = planar_arm::default_arm().dh_model();
+        opt.gravity = Eigen::Vector3d(0, -9.81, 0);
+    }
+    return opt;
+}
+
+RunEvaluation run(const Profile& profile, const Recording& rec, double* ratio = nullptr) {
+    Detector detector(profile);
+    std::vector<Decision> decisions;
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    for (std::size_t i = 0; i < rec.size(); ++i) decisions.push_back(detector.update(rec.sample(i, tau, q)));
+    if (ratio) *ratio = detector.speed_ratio();
+    return evaluate_decisions("run", rec, decisions, profile.window);
+}
+
+}  // namespace
+
+TEST_CASE("the planar arm's speed model explains its torques and its speed estimate follows a 75 % override", "[dynamics][speed]") {
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile plain = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(false));
+    const Profile modelled = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(modelled.speed.has_value());
+    CHECK(modelled.calibration.at("speed_model") == "fitted");
+    CHECK(plain.calibration.at("speed_model").get<std::string>().find("no kinematic model") != std::string::npos);
+    for (const auto& joint : modelled.speed->derivation.at("joints")) {
+        INFO("joint " << joint.at("joint").get<int>() << " explained " << joint.at("explained").get<double>() << ", residual rms "
+                      << joint.at("residual_rms").get<double>());
+        CHECK(joint.at("explained").get<double>() > 0.99);
+    }
+    planar_arm::RunOptions slow;
+    slow.cycles = 6;
+    slow.seed = 77;
+    slow.speed_override = 0.75;
+    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), slow);
+    double ratio = 0;
+    run(modelled, rec, &ratio);
+    CHECK(ratio == Approx(0.75).margin(0.03));
+    // At the recorded speed the estimate stays at 1 and nothing stops.
+    double nominal_ratio = 0;
+    const RunEvaluation same = run(modelled, test::nominal_recording(), &nominal_ratio);
+    CHECK(same.events.empty());
+    CHECK(nominal_ratio == Approx(1.0).margin(0.02));
+    // Not asserted, measured (issue 8's note): on this planar arm the 75 % run still stops with
+    // the speed model (the shared partner jumps between the reference's cycles there); on the
+    // simulated 6-axis cell it removes the override's false stops (tests/sim/test_robot_cell.cpp).
+}
+
+TEST_CASE("the speed model survives the profile's JSON form and bad sizes are refused by name", "[dynamics][profile]") {
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile p = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(p.speed.has_value());
+    const Profile back = profile_from_json(to_json(p));
+    REQUIRE(back.speed.has_value());
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        for (std::size_t k = 0; k < p.reference.size(); k += 37) {
+            CHECK(back.speed->inertial[j][k] == Approx(p.speed->inertial[j][k]).epsilon(1e-5).margin(1e-9));
+            CHECK(back.speed->viscous[j][k] == Approx(p.speed->viscous[j][k]).epsilon(1e-5).margin(1e-9));
+        }
+    }
+    auto j = to_json(p);
+    j["speed_model"]["inertial"][1].erase(0);
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.inertial[1]") && Catch::Contains("the reference has"));
+}
