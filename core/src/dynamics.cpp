@@ -225,6 +225,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     }
     const std::size_t per_load = 4;  // mass and first moments of a load on the last link
     const std::size_t cols = base + per_load * stretches;
+    std::vector<std::size_t> stretch_rows(stretches, 0);
     std::vector<NormalEquations> ne(n);
     for (auto& e : ne) e.ata = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(cols)), e.atb = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols));
     std::size_t total = 0;
@@ -251,6 +252,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             regressor.compute(q, qd, qdd, true, y);
             const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
             const auto block = static_cast<Eigen::Index>(base + per_load * load);
+            ++stretch_rows[load];
             for (std::size_t j = 0; j < n; ++j) {
                 const auto yj = y.row(static_cast<Eigen::Index>(j));
                 const double b = rec.tau[j][i];
@@ -290,6 +292,20 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                 ne[j].ata.col(c).setZero();
                 ne[j].atb(c) = 0.0;
             }
+        }
+    }
+    // A stretch that few calibration samples were matched to cannot carry its own load: column
+    // scaling would make its few rows look as informative as any other column. Under 100 samples
+    // (a fraction of a second of data) its load columns are dropped.
+    std::size_t thin_stretches = 0;
+    for (std::size_t b = 0; b < stretches; ++b) {
+        if (stretch_rows[b] >= 100) continue;
+        ++thin_stretches;
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto c = static_cast<Eigen::Index>(base + per_load * b);
+            ne[j].ata.middleRows(c, 4).setZero();
+            ne[j].ata.middleCols(c, 4).setZero();
+            ne[j].atb.segment(c, 4).setZero();
         }
     }
     if (ne[0].rows < cols) {
@@ -335,6 +351,21 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             largest[j] = std::max(largest[j], std::abs(value));
         }
     }
+    // Safety net: a split that says the speed changes a joint's signal by more than the signal's
+    // whole range in the reference is not physics but a poorly determined fit; that joint keeps no
+    // speed model (it is compared as recorded) rather than a wrong one.
+    for (std::size_t j = 0; j < n; ++j) {
+        const auto [lo, hi] = std::minmax_element(reference.tau[j].begin(), reference.tau[j].end());
+        const double range = m > 0 ? *hi - *lo : 0.0;
+        double viscous_largest = 0;
+        for (double v : out.viscous[j]) viscous_largest = std::max(viscous_largest, std::abs(v));
+        const bool implausible = !(largest[j] <= range) || !(viscous_largest <= range);
+        joints[j]["dropped"] = implausible;
+        if (implausible) {
+            std::fill(out.inertial[j].begin(), out.inertial[j].end(), 0.0);
+            std::fill(out.viscous[j].begin(), out.viscous[j].end(), 0.0);
+        }
+    }
     for (std::size_t j = 0; j < n; ++j) {
         joints[j]["largest_inertial"] = largest[j];
         joints[j]["viscous_coefficient"] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
@@ -346,6 +377,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                                  "truncated least squares on the nominal recordings"},
                       {"samples", ne[0].rows},
                       {"load_stretches", stretches},
+                      {"thin_stretches", thin_stretches},
                       {"stride", stride},
                       {"relative_eigenvalue_cut", kRelativeEigenvalue},
                       {"gravity", {gravity.x(), gravity.y(), gravity.z()}},

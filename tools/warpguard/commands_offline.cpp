@@ -155,8 +155,9 @@ void run_calibrate(const CalibrateArgs& a) {
                     p.speed->derivation.value("samples", 0));
         std::printf("  %-6s %6s %14s %14s %10s %16s\n", "joint", "rank", "residual rms", "signal sd", "explained", "largest inertial");
         for (const auto& jt : p.speed->derivation.value("joints", nlohmann::json::array())) {
-            std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g\n", jt.value("joint", 0), jt.value("rank", 0), jt.value("residual_rms", 0.0),
-                        jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0), jt.value("largest_inertial", 0.0));
+            std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g%s\n", jt.value("joint", 0), jt.value("rank", 0), jt.value("residual_rms", 0.0),
+                        jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0), jt.value("largest_inertial", 0.0),
+                        jt.value("dropped", false) ? "  dropped: larger than the signal's range, compared as recorded" : "");
         }
     } else if (p.phase) {
         std::printf("speed model: %s\n", p.calibration.value("speed_model", std::string("none")).c_str());
