@@ -1,5 +1,7 @@
 #include "warpguard/evaluation.hpp"
 
+#include "warpguard/detector.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -232,6 +234,15 @@ nlohmann::json to_json(const RunEvaluation& run) {
                           {"collision_details", collisions}};
     }
     return out;
+}
+
+RunEvaluation evaluate_detector(const std::string& name, const Recording& recording, Detector& detector) {
+    detector.reset();
+    std::vector<Decision> decisions;
+    decisions.reserve(recording.size());
+    std::vector<double> tau(recording.joints()), q(recording.joints());
+    for (std::size_t i = 0; i < recording.size(); ++i) decisions.push_back(detector.update(recording.sample(i, tau, q)));
+    return evaluate_decisions(name, recording, decisions, detector.window_length());
 }
 
 }  // namespace warpguard

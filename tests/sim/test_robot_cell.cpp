@@ -300,11 +300,9 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
 
     const auto run = [](const Profile& profile, const Recording& rec, double* ratio) {
         Detector detector(profile);
-        std::vector<Decision> decisions;
-        std::vector<double> tau(rec.joints()), q(rec.joints());
-        for (std::size_t i = 0; i < rec.size(); ++i) decisions.push_back(detector.update(rec.sample(i, tau, q)));
+        RunEvaluation out = evaluate_detector("run", rec, detector);
         if (ratio) *ratio = detector.speed_ratio();
-        return evaluate_decisions("run", rec, decisions, profile.window);
+        return out;
     };
     double ratio = 0.0;
     const RunEvaluation without = run(plain, slow, nullptr);

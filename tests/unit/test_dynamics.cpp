@@ -48,11 +48,9 @@ CalibrationOptions planar_options(bool with_model) {
 
 RunEvaluation run(const Profile& profile, const Recording& rec, double* ratio = nullptr) {
     Detector detector(profile);
-    std::vector<Decision> decisions;
-    std::vector<double> tau(rec.joints()), q(rec.joints());
-    for (std::size_t i = 0; i < rec.size(); ++i) decisions.push_back(detector.update(rec.sample(i, tau, q)));
+    RunEvaluation out = evaluate_detector("run", rec, detector);
     if (ratio) *ratio = detector.speed_ratio();
-    return evaluate_decisions("run", rec, decisions, profile.window);
+    return out;
 }
 
 }  // namespace

@@ -89,6 +89,11 @@ struct RunEvaluation {
 RunEvaluation evaluate_decisions(const std::string& name, const Recording& recording,
                                  const std::vector<Decision>& decisions, std::size_t window);
 
+class Detector;
+// Runs `detector` over every sample of `recording` as a new stream (reset first) and evaluates its
+// decisions; the detector keeps its state afterwards (speed ratio, drift) for inspection.
+RunEvaluation evaluate_detector(const std::string& name, const Recording& recording, Detector& detector);
+
 // Linear-interpolated percentile (p in [0, 100]) of unsorted values; empty input gives nullopt.
 std::optional<double> percentile(std::vector<double> values, double p);
 
