@@ -6,7 +6,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev catch2 libmujoco-dev
   clang libclang-rt-14-dev
   libboost-dev libsqlite3-dev python3
-  qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libgl-dev xvfb xauth
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev xvfb xauth
 )
 missing=()
 for p in "${packages[@]}"; do
