@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
                 live.record_request_to = static_cast<std::uint32_t>(std::stoul(record_request.substr(c + 1)));
             }
             options.sampling.period = live.handshake.period;
+            // Stops hold the robot: schedule the disturbances on the task's clock so that each one
+            // meets the robot doing its task (docs/simulator.md).
+            options.disturb_in_task_time = true;
             // The disturbances of the run, the same for the live cell and the run without WarpGuard.
             auto disturb = [&](sim::RobotCell& c) {
                 const auto starts = c.schedule(cycles);

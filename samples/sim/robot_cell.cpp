@@ -1,6 +1,7 @@
 #include "robot_cell.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <stdexcept>
 
@@ -303,7 +304,22 @@ Recording RobotCell::record(std::size_t cycles) {
     double task_time = -pre, rate = 1.0;
     bool stopped = false;
     double t = -pre;
+    constexpr double kNever = std::numeric_limits<double>::infinity();
+    contact_onset_.assign(options_.contacts.size(), kNever);
+    obstacle_onset_ = kNever;
     for (; task_time < p.end + post && t < -pre + give_up; t += dt) {
+        // Which disturbances have begun, by the simulation clock or by the task's.
+        const double clock = options_.disturb_in_task_time ? task_time : t;
+        // By the simulation clock a disturbance begins exactly at its time; by the task's, at the
+        // step in which the task reaches it.
+        for (std::size_t k = 0; k < options_.contacts.size(); ++k) {
+            if (contact_onset_[k] == kNever && clock >= options_.contacts[k].start) {
+                contact_onset_[k] = options_.disturb_in_task_time ? t : options_.contacts[k].start;
+            }
+        }
+        if (options_.obstacle && obstacle_onset_ == kNever && clock >= options_.obstacle->start) {
+            obstacle_onset_ = options_.disturb_in_task_time ? t : options_.obstacle->start;
+        }
         // Stop latch: the task time slows to standstill along the path within brake_time.
         if (options_.stop_at && !stopped && !stop_time_ && t >= *options_.stop_at) {
             stopped = true;
@@ -337,11 +353,15 @@ Recording RobotCell::record(std::size_t cycles) {
         }
         // The obstacle comes down into the path.
         if (options_.obstacle) {
+            // It arrives over `approach` seconds up to its start (by the chosen clock), then stays
+            // for `hold` seconds of simulated time.
             const Obstacle& o = *options_.obstacle;
-            double arrive = std::clamp((t - (o.start - o.approach)) / o.approach, 0.0, 1.0);
-            if (o.hold >= 0 && t > o.start + o.hold) arrive = std::clamp(1.0 - (t - o.start - o.hold) / o.approach, 0.0, 1.0);
+            const double lead = o.start - clock;  // > 0 before the start
+            double arrive = std::clamp(1.0 - lead / o.approach, 0.0, 1.0);
+            const double since = t - obstacle_onset_;  // after the start, in simulated time
+            if (o.hold >= 0 && since > o.hold) arrive = std::clamp(1.0 - (since - o.hold) / o.approach, 0.0, 1.0);
             const Eigen::Vector3d parked = obstacle_target + Eigen::Vector3d(0, 0, 0.5);
-            sim.place_obstacle(t < o.start - o.approach ? Eigen::Vector3d(0, 0, -10) : parked + arrive * (obstacle_target - parked));
+            sim.place_obstacle(lead > o.approach ? Eigen::Vector3d(0, 0, -10) : parked + arrive * (obstacle_target - parked));
         }
         // Scripted external contact forces.
         std::size_t contact_link = 0;
@@ -446,8 +466,9 @@ double RobotCell::reported(std::size_t joint, double torque) const {
 
 double RobotCell::contact_force(double t, std::size_t& link, const Contact** active) const {
     double best = 0.0;
-    for (const auto& c : options_.contacts) {
-        const double dt = t - c.start;
+    for (std::size_t k = 0; k < options_.contacts.size(); ++k) {
+        const Contact& c = options_.contacts[k];
+        const double dt = t - contact_onset_[k];  // -inf until it has begun
         double f = 0.0;
         switch (c.profile) {
             case Contact::Profile::Impact:

@@ -53,7 +53,7 @@ Task task_from_json(const nlohmann::json& j, std::size_t joints);
 Task load_task(const std::string& path, std::size_t joints);
 
 struct Contact {
-    double start = 0.0;       // s of simulated time
+    double start = 0.0;       // s of simulated time (of task time with CellOptions::disturb_in_task_time)
     std::size_t link = 1;     // 1-based
     double along = 0.7;       // fraction of the way from the link's joint to the next frame
     Eigen::Vector3d direction = Eigen::Vector3d::UnitX();  // in the world frame, normalised on use
@@ -98,6 +98,11 @@ struct CellOptions {
     std::vector<Contact> contacts;
     std::optional<Obstacle> obstacle;
     std::optional<double> stop_at;  // s of sim time: brake to a stop then (an offline experiment)
+    // Contacts and the obstacle's arrival start when the *task* reaches their time instead of the
+    // simulation clock. The task time stands still while the robot is held, so in a live run with
+    // stops every disturbance still meets the robot doing its task, as planned, instead of a robot
+    // that is already standing (which tells nothing about detection).
+    bool disturb_in_task_time = false;
     double brake_time = 0.15;        // s from full speed to standstill along the path
     SampleHook on_sample;            // called for every sample, in order
 };
@@ -127,6 +132,9 @@ public:
 
 private:
     double contact_force(double t, std::size_t& link, const Contact** active) const;
+    // Sim time at which each contact (and the obstacle) began; +inf until it has.
+    std::vector<double> contact_onset_;
+    double obstacle_onset_ = 0.0;
     // The value the controller reports for a commanded joint torque, in the robot's signal and unit.
     double reported(std::size_t joint, double torque) const;
 

@@ -179,6 +179,57 @@ TEST_CASE("STOP brakes the robot to a standstill along its path and holds it; RE
     CHECK(moved < 1e-5);    // and it really stands
 }
 
+TEST_CASE("on the task's clock a contact waits for a held robot to resume and meets it moving", "[sim][cell][stop]") {
+    // The robot is held for 2 s by a STOP 1 s before a planned push. On the simulation clock the
+    // push lands on the standing robot; on the task's clock it comes when the task, resumed,
+    // reaches the planned moment: 2 s later (the task advances half the brake time while braking
+    // and lags half of it while restarting).
+    sim::CellOptions options;
+    options.seed = 5;
+    const sim::RobotCell planner(ur5e(), ur5e_task(false), options);
+    const auto starts = planner.schedule(3);
+    const double planned = starts[1] + 1.6;  // during the first move of cycle 2
+    const double stop_at = planned - 1.0, resume_at = stop_at + 2.0;
+    sim::Contact push;
+    push.start = planned;
+    push.link = 3;
+    push.profile = sim::Contact::Profile::Push;
+    push.peak = 60.0;
+    push.duration = 0.2;
+    push.hold = 0.1;
+    auto run = [&](bool task_clock, double& onset, double& speed_at_onset) {
+        sim::CellOptions o = options;
+        o.disturb_in_task_time = task_clock;
+        sim::RobotCell cell(ur5e(), ur5e_task(false), o);
+        cell.set_contacts({push});
+        cell.set_options_hook([&](const Sample& s) {
+            const double t = s.t - 0.2;  // the robot clock starts 0.2 s before the first cycle
+            if (t >= stop_at && t < resume_at) return sim::Reply::Stop;
+            return t >= resume_at ? sim::Reply::Resume : sim::Reply::Continue;
+        });
+        const Recording rec = cell.record(3);
+        const auto& gt = *rec.ground_truth;
+        const auto first = std::find(gt.contact.begin(), gt.contact.end(), 1);
+        REQUIRE(first != gt.contact.end());
+        const std::size_t i = static_cast<std::size_t>(first - gt.contact.begin());
+        onset = rec.t[i] - 0.2;
+        speed_at_onset = 0.0;
+        for (std::size_t j = 0; j < 6; ++j) {
+            speed_at_onset = std::max(speed_at_onset, std::abs(rec.q[j][i] - rec.q[j][i - 1]) / (rec.t[i] - rec.t[i - 1]));
+        }
+    };
+    double sim_onset = 0, sim_speed = 0, task_onset = 0, task_speed = 0;
+    run(false, sim_onset, sim_speed);
+    run(true, task_onset, task_speed);
+    INFO("onset on the simulation clock " << sim_onset << " s (joint speed " << sim_speed << " rad/s), on the task's "
+                                          << task_onset << " s (" << task_speed << " rad/s)");
+    CHECK(sim_onset == Approx(planned).margin(0.01));
+    CHECK(sim_speed < 1e-3);                                  // the held robot stands
+    CHECK(task_onset > resume_at);                            // after the resume
+    CHECK(task_onset - planned == Approx(2.0).margin(0.02));  // delayed by the hold
+    CHECK(task_speed > 0.05);                                 // and it meets the robot moving
+}
+
 TEST_CASE("an obstacle in the path makes a contact force; stopping soon after contact limits its peak", "[sim][cell][obstacle]") {
     sim::CellOptions options;
     options.seed = 8;
