@@ -362,7 +362,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                 offset += nom.recording->size();
                 sources.push_back(std::move(src));
             }
-            profile.speed = fit_speed_model(model, profile.reference, profile.signal, sources, options.gravity);
+            profile.speed = fit_speed_model(model, profile.reference, profile.signal, profile.unit, sources, options.gravity);
             speed_note = "fitted";
             run_pass();
         }

@@ -177,7 +177,7 @@ constexpr double kRelativeEigenvalue = 1e-6;
 
 }  // namespace
 
-SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal,
+SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity, std::size_t max_rows) {
     const std::size_t n = model.dof();
     if (reference.tau.size() != n) {
@@ -317,10 +317,42 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     out.viscous.assign(n, std::vector<double>(reference.size()));
     std::vector<Eigen::VectorXd> pi(n);
     nlohmann::json joints = nlohmann::json::array();
-    for (std::size_t j = 0; j < n; ++j) {
-        ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
+    for (std::size_t j = 0; j < n; ++j) ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
+    // Torques in one physical unit (Nm): one set of parameters explains every joint at once, as
+    // in the standard identification of a robot's dynamics. A link's inertia shows in the torque
+    // of every joint below it, and that coupling is what tells the parts that scale with the speed
+    // from those that do not; fitted joint by joint, each joint's copy of the parameters is free to
+    // trade its gravity, friction and inertial terms along the one repeated path, and the split
+    // comes out wrong (measured on the simulated robots against their true parameters:
+    // tests/sim/test_robot_cell.cpp). Signals in per-joint units (percent of each joint's rated
+    // torque) have no common scale and are fitted joint by joint.
+    // Each joint's rows are weighted by the inverse variance of what its own fit leaves unexplained
+    // (noise and quantisation differ by orders of magnitude between a base joint and a wrist
+    // joint; unweighted, the wrist would not count).
+    const bool shared = unit == SignalUnit::Nm;
+    std::vector<std::size_t> ranks(n, 0);
+    for (std::size_t j = 0; j < n; ++j) pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, ranks[j]);
+    if (shared) {
+        NormalEquations all;
+        for (std::size_t j = 0; j < n; ++j) {
+            const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
+            const double variance = std::max(rss / static_cast<double>(ne[j].rows), 1e-12);
+            const double w = 1.0 / variance;
+            if (j == 0) {
+                all.ata = w * ne[j].ata;
+                all.atb = w * ne[j].atb;
+            } else {
+                all.ata += w * ne[j].ata;
+                all.atb += w * ne[j].atb;
+            }
+            all.rows += ne[j].rows;
+        }
         std::size_t rank = 0;
-        pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, rank);
+        const Eigen::VectorXd common = solve_truncated(all, kRelativeEigenvalue, rank);
+        for (std::size_t j = 0; j < n; ++j) pi[j] = common, ranks[j] = rank;
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t rank = ranks[j];
         // Residual from the normal equations: |b - Y pi|^2 = bb - 2 pi.atb + pi' ata pi.
         const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
         const double rows = static_cast<double>(ne[j].rows);
@@ -372,9 +404,12 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         joints[j]["rms_speed"] = rms_speed[j];
         joints[j]["still"] = still[j];
     }
-    out.derivation = {{"method", "rigid-body regressor per joint (10 parameters per link; armature, viscous, Coulomb, offset per joint; "
-                                 "a load on the last link per stretch of the reference), "
-                                 "truncated least squares on the nominal recordings"},
+    out.derivation = {{"method", std::string(shared ? "rigid-body regressor, one parameter set for all joints (Nm)"
+                                                    : "rigid-body regressor per joint (signals in per-joint units)") +
+                                     " (10 parameters per link; armature, viscous, Coulomb, offset per joint; "
+                                     "a load on the last link per stretch of the reference), "
+                                     "truncated least squares on the nominal recordings"},
+                      {"shared_parameters", shared},
                       {"samples", ne[0].rows},
                       {"load_stretches", stretches},
                       {"thin_stretches", thin_stretches},

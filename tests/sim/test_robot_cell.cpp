@@ -371,3 +371,61 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
     CHECK(hits.truth->collisions.size() == 10);
     CHECK(hits.truth->detected >= 9);
 }
+
+TEST_CASE("with torques in Nm the speed model's split follows the robot's true dynamics, not a per-joint trade-off",
+          "[sim][speed]") {
+    // The split of the reference into what scales with the override is compared with the one the
+    // simulated robot's true parameters give (the description the simulator runs on), as the
+    // change expected at 70 %: one parameter set for all joints (Nm) against a copy per joint (what
+    // a signal in per-joint units gets).
+    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
+    const auto record = [&](std::size_t cycles, std::uint64_t seed) {
+        sim::CellOptions options;
+        options.seed = seed;
+        sim::RobotCell cell(robot, task, options);
+        return cell.record(cycles);
+    };
+    const Recording reference_rec = record(4, 41);
+    const Recording nominal = record(20, 42);
+    const Reference reference = cut_reference(reference_rec, "reference", 3);
+    const SpeedModelSource source{"nominal", &nominal, {}};
+    const SpeedModel shared = fit_speed_model(robot.kinematics, reference, SignalKind::Torque, SignalUnit::Nm,
+                                              std::span<const SpeedModelSource>(&source, 1));
+    const SpeedModel per_joint = fit_speed_model(robot.kinematics, reference, SignalKind::Torque, SignalUnit::Percent,
+                                                 std::span<const SpeedModelSource>(&source, 1));
+    CHECK(shared.derivation.at("shared_parameters").get<bool>());
+    CHECK_FALSE(per_joint.derivation.at("shared_parameters").get<bool>());
+
+    const DynamicsRegressor regressor(robot.kinematics);
+    const Eigen::VectorXd pi = regressor.parameters(robot.links);
+    const std::size_t n = robot.dof(), m = reference.size();
+    std::vector<std::vector<double>> qd(n, std::vector<double>(m)), qdd(n, std::vector<double>(m));
+    for (std::size_t j = 0; j < n; ++j) smooth_derivatives(reference.t, reference.q[j], kDerivativeHalfWidth, qd[j], qdd[j]);
+    Eigen::MatrixXd y(n, regressor.columns());
+    const double c2 = 0.7 * 0.7 - 1.0, c1 = 0.7 - 1.0;
+    for (std::size_t j : {1u, 2u}) {  // joints 2 and 3, which carry the arm
+        double err_shared = 0, err_per_joint = 0, truth = 0;
+        for (std::size_t k = 0; k < m; ++k) {
+            std::vector<double> q(n), v(n), a(n);
+            for (std::size_t i = 0; i < n; ++i) q[i] = reference.q[i][k], v[i] = qd[i][k], a[i] = qdd[i][k];
+            regressor.compute(q, v, a, false, y);
+            const double viscous = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1))) *
+                                   pi(static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+            const double coulomb = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 2))) *
+                                   pi(static_cast<Eigen::Index>(regressor.joint_column(j, 2)));
+            const double inertial = y.row(static_cast<Eigen::Index>(j)).dot(pi) - viscous - coulomb;
+            const double change = c2 * inertial + c1 * viscous;  // the true change at 70 %
+            const double s = c2 * shared.inertial[j][k] + c1 * shared.viscous[j][k];
+            const double p = c2 * per_joint.inertial[j][k] + c1 * per_joint.viscous[j][k];
+            err_shared += (s - change) * (s - change);
+            err_per_joint += (p - change) * (p - change);
+            truth += change * change;
+        }
+        const double rms_shared = std::sqrt(err_shared / m), rms_per_joint = std::sqrt(err_per_joint / m), rms_truth = std::sqrt(truth / m);
+        INFO("joint " << j + 1 << ": true change at 70 % rms " << rms_truth << " Nm; error of the split: shared " << rms_shared
+                      << " Nm, per joint " << rms_per_joint << " Nm");
+        CHECK(rms_shared < 0.5 * rms_per_joint);
+        CHECK(rms_shared < rms_truth);
+    }
+}

@@ -20,8 +20,9 @@
 //
 //   b_s(k) = b(k) + (s^2 - 1) inertial(k) + (s - 1) viscous(k).
 //
-// The fit is per joint: each joint's signal may be in its own unit (Nm, % of its rated torque),
-// so every joint gets its own copy of the parameters; directions of parameter space that the task
+// Torques in Nm are fitted with one parameter set for all joints (the coupling between joints is
+// what separates the terms); a signal in per-joint units (% of each joint's rated torque) has no
+// common scale, so there every joint gets its own copy of the parameters. Directions of parameter space that the task
 // hardly excites are left out (truncated eigen-decomposition of the scaled normal equations), so
 // the split is only made where the recordings support it.
 #pragma once
@@ -105,7 +106,7 @@ struct SpeedModelSource {
 // and evaluates the split on the reference. Throws std::invalid_argument when the model does not
 // fit the robot (joint count), the signal is unsigned (motor-current magnitude) or there is no data.
 // `gravity` in the model's base frame (default: an upright robot, base z up).
-SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal,
+SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
                            std::size_t max_rows = 60000);
 
