@@ -260,13 +260,14 @@ Profile profile_from_json(const nlohmann::json& j) {
             dh_model_from_json(field(k, "model", "kinematics")),
             ForceDirection::make(parse_force_frame(typed<std::string>(force, "frame", "kinematics.force")),
                                  Eigen::Vector3d(dir[0], dir[1], dir[2])),
-            k.value("min_lever", kDefaultMinLever)};
+            k.value("min_lever", kDefaultMinLever),
+            {}};
         if (k.contains("scaled_joints")) {
-            for (std::size_t j : typed<std::vector<std::size_t>>(k, "scaled_joints", "kinematics")) {
-                if (j < 1 || j > p.joints) {
-                    throw std::invalid_argument(fmt::format("kinematics.scaled_joints: joint {} is not a joint of this profile (1..{})", j, p.joints));
+            for (std::size_t joint : typed<std::vector<std::size_t>>(k, "scaled_joints", "kinematics")) {
+                if (joint < 1 || joint > p.joints) {
+                    throw std::invalid_argument(fmt::format("kinematics.scaled_joints: joint {} is not a joint of this profile (1..{})", joint, p.joints));
                 }
-                p.kinematics->scaled_joints.push_back(j - 1);
+                p.kinematics->scaled_joints.push_back(joint - 1);
             }
         }
     }
