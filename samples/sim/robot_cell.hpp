@@ -98,10 +98,10 @@ struct CellOptions {
     std::vector<Contact> contacts;
     std::optional<Obstacle> obstacle;
     std::optional<double> stop_at;  // s of sim time: brake to a stop then (an offline experiment)
-    // Contacts and the obstacle's arrival start when the *task* reaches their time instead of the
-    // simulation clock. The task time stands still while the robot is held, so in a live run with
-    // stops every disturbance still meets the robot doing its task, as planned, instead of a robot
-    // that is already standing (which tells nothing about detection).
+    // Contacts start when the *task* reaches their time instead of the simulation clock. The task
+    // time stands still while the robot is held, so in a live run with stops every contact still
+    // meets the robot doing its task, as planned, instead of a robot that is already standing
+    // (which tells nothing about detection). The obstacle keeps the simulation clock.
     bool disturb_in_task_time = false;
     double brake_time = 0.15;        // s from full speed to standstill along the path
     SampleHook on_sample;            // called for every sample, in order
