@@ -306,18 +306,15 @@ Recording RobotCell::record(std::size_t cycles) {
     double t = -pre;
     constexpr double kNever = std::numeric_limits<double>::infinity();
     contact_onset_.assign(options_.contacts.size(), kNever);
-    obstacle_onset_ = kNever;
     for (; task_time < p.end + post && t < -pre + give_up; t += dt) {
-        // Which disturbances have begun, by the simulation clock or by the task's.
+        // Which contacts have begun: by the simulation clock exactly at their time; by the task's,
+        // at the step in which the task reaches it.
         const double clock = options_.disturb_in_task_time ? task_time : t;
-        // By the simulation clock a disturbance begins exactly at its time; by the task's, at the
-        // step in which the task reaches it.
         for (std::size_t k = 0; k < options_.contacts.size(); ++k) {
             if (contact_onset_[k] == kNever && clock >= options_.contacts[k].start) {
                 contact_onset_[k] = options_.disturb_in_task_time ? t : options_.contacts[k].start;
             }
         }
-        if (options_.obstacle && obstacle_onset_ == kNever && t >= options_.obstacle->start) obstacle_onset_ = options_.obstacle->start;
         // Stop latch: the task time slows to standstill along the path within brake_time.
         if (options_.stop_at && !stopped && !stop_time_ && t >= *options_.stop_at) {
             stopped = true;
@@ -357,7 +354,7 @@ Recording RobotCell::record(std::size_t cycles) {
             const Obstacle& o = *options_.obstacle;
             const double lead = o.start - t;  // > 0 before the start
             double arrive = std::clamp(1.0 - lead / o.approach, 0.0, 1.0);
-            const double since = t - obstacle_onset_;  // after the start, in simulated time
+            const double since = t - o.start;  // after the start
             if (o.hold >= 0 && since > o.hold) arrive = std::clamp(1.0 - (since - o.hold) / o.approach, 0.0, 1.0);
             const Eigen::Vector3d parked = obstacle_target + Eigen::Vector3d(0, 0, 0.5);
             sim.place_obstacle(lead > o.approach ? Eigen::Vector3d(0, 0, -10) : parked + arrive * (obstacle_target - parked));

@@ -132,9 +132,8 @@ public:
 
 private:
     double contact_force(double t, std::size_t& link, const Contact** active) const;
-    // Sim time at which each contact (and the obstacle) began; +inf until it has.
+    // Sim time at which each contact began; +inf until it has.
     std::vector<double> contact_onset_;
-    double obstacle_onset_ = 0.0;
     // The value the controller reports for a commanded joint torque, in the robot's signal and unit.
     double reported(std::size_t joint, double torque) const;
 

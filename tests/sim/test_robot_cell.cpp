@@ -422,7 +422,9 @@ TEST_CASE("with torques in Nm the speed model's split follows the robot's true d
             err_per_joint += (p - change) * (p - change);
             truth += change * change;
         }
-        const double rms_shared = std::sqrt(err_shared / m), rms_per_joint = std::sqrt(err_per_joint / m), rms_truth = std::sqrt(truth / m);
+        const double samples = static_cast<double>(m);
+        const double rms_shared = std::sqrt(err_shared / samples), rms_per_joint = std::sqrt(err_per_joint / samples),
+                     rms_truth = std::sqrt(truth / samples);
         INFO("joint " << j + 1 << ": true change at 70 % rms " << rms_truth << " Nm; error of the split: shared " << rms_shared
                       << " Nm, per joint " << rms_per_joint << " Nm");
         CHECK(rms_shared < 0.5 * rms_per_joint);
