@@ -180,6 +180,7 @@ void Detector::reset() {
     has_shared_ = false;
     has_previous_ = false;
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
+    speed_evidence_ = 0.0;
     if (streaming_) streaming_->reset();
 }
 
@@ -203,8 +204,12 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     }
     if (!(motion > 0)) return;
     const double ratio = std::clamp(along / motion, kSpeedMin, kSpeedMax);
-    const double weight = kSpeedGain * motion / (motion + speed_motion_);
-    speed_ratio_ += weight * (ratio - speed_ratio_);
+    // An exponential average with a memory of about 1 / kSpeedGain clearly moving samples, started
+    // at the recorded speed (a plain mean of a stream's first samples was tried: their ratios are
+    // too noisy at the start of a motion and pulled the estimate to 0.2-0.4 on 100 % runs).
+    const double weight = motion / (motion + speed_motion_);  // how clearly moving, 0..1
+    speed_evidence_ += weight;
+    speed_ratio_ += kSpeedGain * weight * (ratio - speed_ratio_);
     speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
     speed_c1_ = speed_ratio_ - 1.0;
 }
@@ -359,6 +364,7 @@ Decision Detector::update(const Sample& sample) {
         // stays over the margin for `persistence` samples, or when its CUSUM over `cusum_reference`
         // passes `cusum_limit` (slow pushes).
         const auto& ph = *profile_.phase;
+        const bool speed_settled = speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled;
         for (std::size_t j = 0; j < n; ++j) {
             JointEvaluation& ev = evaluations_[j];
             const std::size_t partner = ev.shared.partner;
@@ -381,7 +387,7 @@ Decision Detector::update(const Sample& sample) {
             } else if (ph.cusum_limit > 0 && cusum_[j] > ph.cusum_limit) {
                 consider(j, Rule::Accumulated, cusum_[j], ph.cusum_limit);
                 cusum_[j] = 0;  // restart: the evidence is spent on this STOP
-            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0 && has_previous_) {
+            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0 && has_previous_ && speed_settled) {
                 // Learn friction drift only from samples well inside the nominal range (a collision
                 // is never learned): exponentially weighted least squares of the raw difference from
                 // the matched reference on (Coulomb term, velocity).
@@ -396,7 +402,8 @@ Decision Detector::update(const Sample& sample) {
                 a[3] = keep * a[3] + x0 * y;
                 a[4] = keep * a[4] + x1 * y;
                 // Ridge towards 0: a model is only believed where the data support it.
-                const double r00 = a[0] + kFrictionRidge, r11 = a[2] + kFrictionRidge * velocity_scale_[j] * velocity_scale_[j];
+                const double prior = kFrictionPrior / ph.drift_rate;
+                const double r00 = a[0] + prior, r11 = a[2] + prior * velocity_scale_[j] * velocity_scale_[j];
                 const double det = r00 * r11 - a[1] * a[1];
                 if (det > 0) {
                     friction_[j][0] = (r11 * a[3] - a[1] * a[4]) / det;

@@ -121,7 +121,10 @@ private:
     std::size_t shared_ = 0;                       // the last shared partner
     // Friction drift model (phase-aware), per joint: deviation = c * qd / (|qd| + v0) + v * qd.
     static constexpr double kCoulombVelocity = 0.01;  // rad/s: v0, about the encoder noise's velocity floor
-    static constexpr double kFrictionRidge = 1.0;     // weight of the prior "no drift", in samples
+    // Weight of the prior "no drift", as a fraction of the model's memory (1 / drift_rate samples):
+    // a new stream's first samples must not decide the model (a speed ratio still converging
+    // there taught it 2 Nm of "friction" on the IRB120-like joint 2 at 70 % override).
+    static constexpr double kFrictionPrior = 0.1;
     std::vector<double> previous_q_, velocity_, correction_;
     double previous_t_ = 0.0;
     bool has_previous_ = false;
@@ -136,6 +139,12 @@ private:
     std::vector<std::vector<double>> speed_inertial_, speed_viscous_, reference_velocity_;
     double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     double speed_motion_ = 1.0;  // sum of squared reference velocities that counts as clearly moving
+    // Evidence behind the speed ratio since the stream began, in clearly moving samples. Until it
+    // reaches kSpeedSettled time constants of the estimate (kSpeedSettled / kSpeedGain samples) the
+    // ratio may still be converging, and the friction-drift model learns nothing (it would learn
+    // the speed error as friction).
+    double speed_evidence_ = 0.0;
+    static constexpr double kSpeedSettled = 3.0;
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
     static constexpr std::size_t kPartnerSlack = 2;
