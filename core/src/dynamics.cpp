@@ -174,11 +174,15 @@ Eigen::VectorXd solve_truncated(const NormalEquations& ne, double relative, std:
 // 1e-8 let per-stretch loads take inertial parts several times the signal; 1e-6 and 1e-4 gave the
 // same false stops.)
 constexpr double kRelativeEigenvalue = 1e-6;
+// Gauss-Newton steps for the per-joint factors of a signal in percent (it stops earlier once a
+// step gains less than 1e-10 of the residual).
+constexpr std::size_t kScaleSteps = 50;
 
 }  // namespace
 
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
-                           std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity, std::size_t max_rows) {
+                           std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity, std::size_t max_rows,
+                           ParameterSharing sharing) {
     const std::size_t n = model.dof();
     if (reference.tau.size() != n) {
         throw std::invalid_argument(fmt::format("the kinematic model has {} joints; the reference has {}", n, reference.tau.size()));
@@ -329,27 +333,89 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     // Each joint's rows are weighted by the inverse variance of what its own fit leaves unexplained
     // (noise and quantisation differ by orders of magnitude between a base joint and a wrist
     // joint; unweighted, the wrist would not count).
-    const bool shared = unit == SignalUnit::Nm;
+    // Percent of each joint's rated torque is torque times an unknown factor s_j per joint: the
+    // model b_j = s_j Y_j pi with one parameter set pi in a common (torque) unit. Gauss-Newton on
+    // (pi, s) together, the factor of one joint held at 1 (the overall scale is free), each step
+    // halved until the weighted residual drops, and pi solved exactly for the factors reached.
+    // (Fitting pi and the factors alternately was tried: 200 rounds and still creeping.) A motor
+    // current or an unknown unit keeps a copy of the parameters per joint.
+    const bool by_unit = sharing == ParameterSharing::ByUnit;
+    const bool percent = by_unit && unit == SignalUnit::Percent;
+    const bool shared = by_unit && (unit == SignalUnit::Nm || percent);
     std::vector<std::size_t> ranks(n, 0);
+    std::vector<double> scales(n, 1.0);
+    std::size_t scale_reference = 0, scale_steps = 0;
     for (std::size_t j = 0; j < n; ++j) pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, ranks[j]);
     if (shared) {
-        NormalEquations all;
+        std::vector<double> weight(n);  // 1 / variance of each joint's own fit, in signal units
+        std::vector<double> explained(n, 0.0);
         for (std::size_t j = 0; j < n; ++j) {
             const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
-            const double variance = std::max(rss / static_cast<double>(ne[j].rows), 1e-12);
-            const double w = 1.0 / variance;
-            if (j == 0) {
-                all.ata = w * ne[j].ata;
-                all.atb = w * ne[j].atb;
-            } else {
-                all.ata += w * ne[j].ata;
-                all.atb += w * ne[j].atb;
-            }
-            all.rows += ne[j].rows;
+            const double rows = static_cast<double>(ne[j].rows);
+            weight[j] = 1.0 / std::max(rss / rows, 1e-12);
+            const double mean = ne[j].b_sum / rows;
+            explained[j] = 1.0 - rss / std::max(ne[j].bb - rows * mean * mean, 1e-300);
         }
+        const auto c = ne[0].ata.rows();
         std::size_t rank = 0;
-        const Eigen::VectorXd common = solve_truncated(all, kRelativeEigenvalue, rank);
-        for (std::size_t j = 0; j < n; ++j) pi[j] = common, ranks[j] = rank;
+        // The parameters for given factors, and the weighted residual they leave.
+        const auto solve_parameters = [&](const std::vector<double>& f) {
+            NormalEquations all;
+            all.ata = Eigen::MatrixXd::Zero(c, c);
+            all.atb = Eigen::VectorXd::Zero(c);
+            for (std::size_t j = 0; j < n; ++j) all.ata += weight[j] * f[j] * f[j] * ne[j].ata, all.atb += weight[j] * f[j] * ne[j].atb;
+            return solve_truncated(all, kRelativeEigenvalue, rank);
+        };
+        const auto residual = [&](const std::vector<double>& f, const Eigen::VectorXd& p) {
+            double r = 0;
+            for (std::size_t j = 0; j < n; ++j) r += weight[j] * (ne[j].bb - 2.0 * f[j] * p.dot(ne[j].atb) + f[j] * f[j] * p.dot(ne[j].ata * p));
+            return r;
+        };
+        Eigen::VectorXd common = solve_parameters(scales);
+        if (percent) {
+            // The reference joint: the moving joint its own fit explains best.
+            for (std::size_t j = 0; j < n; ++j) {
+                if (!still[j] && (still[scale_reference] || explained[j] > explained[scale_reference])) scale_reference = j;
+            }
+            const auto s_index = [&](std::size_t j) { return c + static_cast<Eigen::Index>(j < scale_reference ? j : j - 1); };
+            double current = residual(scales, common);
+            for (scale_steps = 0; scale_steps < kScaleSteps; ++scale_steps) {
+                // Normal equations of the linearised residual b_j - s_j Y_j pi in (d pi, d s).
+                NormalEquations gn;
+                gn.ata = Eigen::MatrixXd::Zero(c + static_cast<Eigen::Index>(n) - 1, c + static_cast<Eigen::Index>(n) - 1);
+                gn.atb = Eigen::VectorXd::Zero(gn.ata.rows());
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double w = weight[j], f = scales[j];
+                    const Eigen::VectorXd ap = ne[j].ata * common;
+                    const double pap = common.dot(ap), pab = common.dot(ne[j].atb);
+                    gn.ata.topLeftCorner(c, c) += w * f * f * ne[j].ata;
+                    gn.atb.head(c) += w * f * (ne[j].atb - f * ap);
+                    if (j == scale_reference) continue;
+                    const auto k = s_index(j);
+                    gn.ata.block(0, k, c, 1) += w * f * ap;
+                    gn.ata.block(k, 0, 1, c) += w * f * ap.transpose();
+                    gn.ata(k, k) += w * pap;
+                    gn.atb(k) += w * (pab - f * pap);
+                }
+                std::size_t step_rank = 0;
+                const Eigen::VectorXd delta = solve_truncated(gn, kRelativeEigenvalue, step_rank);
+                bool improved = false;
+                for (double step = 1.0; step > 1e-3 && !improved; step *= 0.5) {
+                    std::vector<double> trial = scales;
+                    for (std::size_t j = 0; j < n; ++j) {
+                        if (j != scale_reference) trial[j] += step * delta(s_index(j));
+                    }
+                    if (std::any_of(trial.begin(), trial.end(), [](double v) { return !(v > 0); })) continue;
+                    const Eigen::VectorXd p = solve_parameters(trial);
+                    const double r = residual(trial, p);
+                    if (r < current) improved = true, scales = trial, common = p;
+                    if (improved && current - r < 1e-10 * current) scale_steps = kScaleSteps;  // converged
+                    if (improved) current = r;
+                }
+                if (!improved) break;
+            }
+        }
+        for (std::size_t j = 0; j < n; ++j) pi[j] = scales[j] * common, ranks[j] = rank;
     }
     for (std::size_t j = 0; j < n; ++j) {
         const std::size_t rank = ranks[j];
@@ -404,12 +470,16 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         joints[j]["rms_speed"] = rms_speed[j];
         joints[j]["still"] = still[j];
     }
-    out.derivation = {{"method", std::string(shared ? "rigid-body regressor, one parameter set for all joints (Nm)"
-                                                    : "rigid-body regressor per joint (signals in per-joint units)") +
+    out.derivation = {{"method", std::string(shared && !percent ? "rigid-body regressor, one parameter set for all joints (Nm)"
+                                             : percent ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent)"
+                                                       : "rigid-body regressor per joint (signals in per-joint units)") +
                                      " (10 parameters per link; armature, viscous, Coulomb, offset per joint; "
                                      "a load on the last link per stretch of the reference), "
                                      "truncated least squares on the nominal recordings"},
                       {"shared_parameters", shared},
+                      {"joint_scales", percent ? nlohmann::json(scales) : nlohmann::json(nullptr)},
+                      {"scale_reference_joint", percent ? nlohmann::json(scale_reference + 1) : nlohmann::json(nullptr)},
+                      {"scale_steps", scale_steps},
                       {"samples", ne[0].rows},
                       {"load_stretches", stretches},
                       {"thin_stretches", thin_stretches},

@@ -415,62 +415,129 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
     CHECK(hits.truth->detected >= 9);
 }
 
+namespace {
+
+// A robot's pick-and-place recorded by the simulated cell, its torques in Nm whatever the robot
+// reports (percent converted with the description's rated torques).
+struct SpeedFitData {
+    RobotDescription robot;
+    Recording reference_rec, nominal;
+    Reference reference;
+};
+SpeedFitData speed_fit_data(const std::string& name) {
+    SpeedFitData d;
+    d.robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", 6);
+    const auto record = [&](std::size_t cycles, std::uint64_t seed) {
+        sim::CellOptions options;
+        options.seed = seed;
+        sim::RobotCell cell(d.robot, task, options);
+        Recording rec = cell.record(cycles);
+        if (rec.info().unit == SignalUnit::Percent) {
+            for (std::size_t j = 0; j < rec.joints(); ++j) {
+                for (double& v : rec.tau[j]) v *= d.robot.links[j].rated_torque / 100.0;
+            }
+            rec.info().unit = SignalUnit::Nm;
+        }
+        return rec;
+    };
+    d.reference_rec = record(4, 41);
+    d.nominal = record(20, 42);
+    d.reference = cut_reference(d.reference_rec, "reference", 3);
+    return d;
+}
+
+// RMS over the reference of the error of a split's expected change at 70 % override, against the
+// change the robot's true parameters give, for joint j; and the RMS of that true change.
+std::pair<double, double> split_error_at_70(const SpeedFitData& d, const SpeedModel& model, std::size_t j) {
+    const DynamicsRegressor regressor(d.robot.kinematics);
+    const Eigen::VectorXd pi = regressor.parameters(d.robot.links);
+    const Reference& reference = d.reference;
+    const std::size_t n = d.robot.dof(), m = reference.size();
+    std::vector<std::vector<double>> qd(n, std::vector<double>(m)), qdd(n, std::vector<double>(m));
+    for (std::size_t i = 0; i < n; ++i) smooth_derivatives(reference.t, reference.q[i], kDerivativeHalfWidth, qd[i], qdd[i]);
+    Eigen::MatrixXd y(n, regressor.columns());
+    const double c2 = 0.7 * 0.7 - 1.0, c1 = 0.7 - 1.0;
+    double err = 0, truth = 0;
+    std::vector<double> q(n), v(n), a(n);
+    for (std::size_t k = 0; k < m; ++k) {
+        for (std::size_t i = 0; i < n; ++i) q[i] = reference.q[i][k], v[i] = qd[i][k], a[i] = qdd[i][k];
+        regressor.compute(q, v, a, false, y);
+        const auto row = static_cast<Eigen::Index>(j);
+        const double viscous = y(row, static_cast<Eigen::Index>(regressor.joint_column(j, 1))) * pi(static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+        const double coulomb = y(row, static_cast<Eigen::Index>(regressor.joint_column(j, 2))) * pi(static_cast<Eigen::Index>(regressor.joint_column(j, 2)));
+        const double inertial = y.row(row).dot(pi) - viscous - coulomb;
+        const double change = c2 * inertial + c1 * viscous;  // the true change at 70 %
+        const double fitted = c2 * model.inertial[j][k] + c1 * model.viscous[j][k];
+        err += (fitted - change) * (fitted - change);
+        truth += change * change;
+    }
+    return {std::sqrt(err / static_cast<double>(m)), std::sqrt(truth / static_cast<double>(m))};
+}
+
+}  // namespace
+
 TEST_CASE("with torques in Nm the speed model's split follows the robot's true dynamics, not a per-joint trade-off",
           "[sim][speed]") {
     // The split of the reference into what scales with the override is compared with the one the
     // simulated robot's true parameters give (the description the simulator runs on), as the
-    // change expected at 70 %: one parameter set for all joints (Nm) against a copy per joint (what
-    // a signal in per-joint units gets).
-    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
-    const auto record = [&](std::size_t cycles, std::uint64_t seed) {
-        sim::CellOptions options;
-        options.seed = seed;
-        sim::RobotCell cell(robot, task, options);
-        return cell.record(cycles);
-    };
-    const Recording reference_rec = record(4, 41);
-    const Recording nominal = record(20, 42);
-    const Reference reference = cut_reference(reference_rec, "reference", 3);
-    const SpeedModelSource source{"nominal", &nominal, {}};
-    const SpeedModel shared = fit_speed_model(robot.kinematics, reference, SignalKind::Torque, SignalUnit::Nm,
+    // change expected at 70 %: one parameter set for all joints against a copy per joint.
+    const SpeedFitData d = speed_fit_data("irb120-like");
+    const SpeedModelSource source{"nominal", &d.nominal, {}};
+    const SpeedModel shared = fit_speed_model(d.robot.kinematics, d.reference, SignalKind::Torque, SignalUnit::Nm,
                                               std::span<const SpeedModelSource>(&source, 1));
-    const SpeedModel per_joint = fit_speed_model(robot.kinematics, reference, SignalKind::Torque, SignalUnit::Percent,
-                                                 std::span<const SpeedModelSource>(&source, 1));
+    const SpeedModel per_joint = fit_speed_model(d.robot.kinematics, d.reference, SignalKind::Torque, SignalUnit::Nm,
+                                                 std::span<const SpeedModelSource>(&source, 1), Eigen::Vector3d(0, 0, -9.81), 60000,
+                                                 ParameterSharing::PerJoint);
     CHECK(shared.derivation.at("shared_parameters").get<bool>());
     CHECK_FALSE(per_joint.derivation.at("shared_parameters").get<bool>());
-
-    const DynamicsRegressor regressor(robot.kinematics);
-    const Eigen::VectorXd pi = regressor.parameters(robot.links);
-    const std::size_t n = robot.dof(), m = reference.size();
-    std::vector<std::vector<double>> qd(n, std::vector<double>(m)), qdd(n, std::vector<double>(m));
-    for (std::size_t j = 0; j < n; ++j) smooth_derivatives(reference.t, reference.q[j], kDerivativeHalfWidth, qd[j], qdd[j]);
-    Eigen::MatrixXd y(n, regressor.columns());
-    const double c2 = 0.7 * 0.7 - 1.0, c1 = 0.7 - 1.0;
     for (std::size_t j : {1u, 2u}) {  // joints 2 and 3, which carry the arm
-        double err_shared = 0, err_per_joint = 0, truth = 0;
-        for (std::size_t k = 0; k < m; ++k) {
-            std::vector<double> q(n), v(n), a(n);
-            for (std::size_t i = 0; i < n; ++i) q[i] = reference.q[i][k], v[i] = qd[i][k], a[i] = qdd[i][k];
-            regressor.compute(q, v, a, false, y);
-            const double viscous = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1))) *
-                                   pi(static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
-            const double coulomb = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 2))) *
-                                   pi(static_cast<Eigen::Index>(regressor.joint_column(j, 2)));
-            const double inertial = y.row(static_cast<Eigen::Index>(j)).dot(pi) - viscous - coulomb;
-            const double change = c2 * inertial + c1 * viscous;  // the true change at 70 %
-            const double s = c2 * shared.inertial[j][k] + c1 * shared.viscous[j][k];
-            const double p = c2 * per_joint.inertial[j][k] + c1 * per_joint.viscous[j][k];
-            err_shared += (s - change) * (s - change);
-            err_per_joint += (p - change) * (p - change);
-            truth += change * change;
-        }
-        const double samples = static_cast<double>(m);
-        const double rms_shared = std::sqrt(err_shared / samples), rms_per_joint = std::sqrt(err_per_joint / samples),
-                     rms_truth = std::sqrt(truth / samples);
+        const auto [rms_shared, rms_truth] = split_error_at_70(d, shared, j);
+        const double rms_per_joint = split_error_at_70(d, per_joint, j).first;
         INFO("joint " << j + 1 << ": true change at 70 % rms " << rms_truth << " Nm; error of the split: shared " << rms_shared
                       << " Nm, per joint " << rms_per_joint << " Nm");
         CHECK(rms_shared < 0.5 * rms_per_joint);
         CHECK(rms_shared < rms_truth);
+    }
+}
+
+TEST_CASE("with torques in percent of each joint's rated torque the speed model fits one parameter set and a factor per joint",
+          "[sim][speed]") {
+    // The VP-6242-like reports percent (as a Denso controller does). Fitted in percent with a
+    // factor per joint, the split (converted back to Nm) comes close to the Nm fit's and is far
+    // better than a copy of the parameters per joint (what percent got before).
+    const SpeedFitData d = speed_fit_data("vp6242-like");
+    const auto to_percent = [&](Recording rec) {
+        for (std::size_t j = 0; j < rec.joints(); ++j) {
+            for (double& v : rec.tau[j]) v *= 100.0 / d.robot.links[j].rated_torque;
+        }
+        rec.info().unit = SignalUnit::Percent;
+        return rec;
+    };
+    const Recording nominal_percent = to_percent(d.nominal);
+    const Reference reference_percent = cut_reference(to_percent(d.reference_rec), "reference", 3);
+    const SpeedModelSource source{"nominal", &d.nominal, {}}, source_percent{"nominal", &nominal_percent, {}};
+    const SpeedModel nm = fit_speed_model(d.robot.kinematics, d.reference, SignalKind::Torque, SignalUnit::Nm,
+                                          std::span<const SpeedModelSource>(&source, 1));
+    const SpeedModel per_joint = fit_speed_model(d.robot.kinematics, d.reference, SignalKind::Torque, SignalUnit::Nm,
+                                                 std::span<const SpeedModelSource>(&source, 1), Eigen::Vector3d(0, 0, -9.81), 60000,
+                                                 ParameterSharing::PerJoint);
+    SpeedModel scaled = fit_speed_model(d.robot.kinematics, reference_percent, SignalKind::Torque, SignalUnit::Percent,
+                                        std::span<const SpeedModelSource>(&source_percent, 1));
+    CHECK(scaled.derivation.at("shared_parameters").get<bool>());
+    CHECK(scaled.derivation.at("joint_scales").size() == d.robot.dof());
+    for (std::size_t j = 0; j < d.robot.dof(); ++j) {
+        for (auto* part : {&scaled.inertial[j], &scaled.viscous[j]}) {
+            for (double& v : *part) v *= d.robot.links[j].rated_torque / 100.0;
+        }
+    }
+    for (std::size_t j : {1u, 2u}) {
+        const auto [rms_scaled, rms_truth] = split_error_at_70(d, scaled, j);
+        const double rms_nm = split_error_at_70(d, nm, j).first, rms_per_joint = split_error_at_70(d, per_joint, j).first;
+        INFO("joint " << j + 1 << ": true change at 70 % rms " << rms_truth << " Nm; error of the split: percent with factors "
+                      << rms_scaled << " Nm, Nm " << rms_nm << " Nm, per joint " << rms_per_joint << " Nm");
+        CHECK(rms_scaled < 0.6 * rms_per_joint);
+        CHECK(rms_scaled < 1.25 * rms_nm);
+        CHECK(rms_scaled < rms_truth);
     }
 }

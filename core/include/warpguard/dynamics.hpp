@@ -21,8 +21,8 @@
 //   b_s(k) = b(k) + (s^2 - 1) inertial(k) + (s - 1) viscous(k).
 //
 // Torques in Nm are fitted with one parameter set for all joints (the coupling between joints is
-// what separates the terms); a signal in per-joint units (% of each joint's rated torque) has no
-// common scale, so there every joint gets its own copy of the parameters. Directions of parameter space that the task
+// what separates the terms); a signal in percent of each joint's rated torque is torque times an
+// unknown factor per joint, fitted with the parameters. Directions of parameter space that the task
 // hardly excites are left out (truncated eigen-decomposition of the scaled normal equations), so
 // the split is only made where the recordings support it.
 #pragma once
@@ -102,13 +102,18 @@ struct SpeedModelSource {
     std::vector<std::uint32_t> partners;
 };
 
+// How the robot's parameters are shared between the joints' signals: by the signal's unit (one
+// set for Nm; one set and a fitted factor per joint for percent of each joint's rated torque; a
+// copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
+enum class ParameterSharing { ByUnit, PerJoint };
+
 // Fits the per-joint dynamics to the nominal recordings (at most `max_rows` samples, evenly spread)
 // and evaluates the split on the reference. Throws std::invalid_argument when the model does not
 // fit the robot (joint count), the signal is unsigned (motor-current magnitude) or there is no data.
 // `gravity` in the model's base frame (default: an upright robot, base z up).
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
-                           std::size_t max_rows = 60000);
+                           std::size_t max_rows = 60000, ParameterSharing sharing = ParameterSharing::ByUnit);
 
 nlohmann::json to_json(const SpeedModel& model);
 SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size);
