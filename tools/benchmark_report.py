@@ -151,6 +151,8 @@ def main():
             misses.append(f"{robot}, {label}: {pct(*r['big'])} of collisions ≥ 50 N detected (target ≥ 99 %)")
         if not delay_ok:
             misses.append(f"{robot}, {label}: median delay {ms(r['delay'][0])} (target ≤ 15 ms)")
+    lines += [f"Regenerate: `{COMMAND} --reuse` (per-bin numbers and both detectors' delays in the table",
+              "*Every variant* below, with the command for a single row).", ""]
     lines += ["Targets not met by the default, by how much (reasons in [detection.md](detection.md)):", ""]
     lines += [f"- {m}" for m in misses] if misses else ["- none"]
     lines.append("")
@@ -174,26 +176,57 @@ def main():
                          f"{ms(rc[name]['delay_median'])} / {ms(rc[name]['delay_p95'])} |")
     lines.append("")
 
-    # Variants: false stops per 1000 cycles, detection by force bin, delays.
+    # Variants: false stops per 1000 cycles, detection by force bin, delays - both detectors.
     lines += ["## Every variant: false stops, detection by peak force, delay", "",
               "False stop events per 1,000 nominal cycles (the nominal run of the variant); collisions detected per",
-              "peak-force bin; detection delay from contact onset to the first STOP (collision run).", "",
+              "peak-force bin; detection delay from contact onset to the first STOP (collision run). Each cell:",
+              "published → **phase-aware (default)**.", "",
               "| robot | variant | false stops / 1,000 cycles | < 50 N | 50–100 N | 100–200 N | ≥ 200 N | all | delay median / p95 |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    curve = {}
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
-            nom = load(f"{suite}/{robot}/{nominal}.evaluation.json")["totals"]
-            col = load(f"{suite}/{robot}/{collisions}.evaluation.json")
-            comb = rules(col["totals"])["combined"]
-            per_k = 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
-            bins = " | ".join(f"{pct(b['detected'], b['collisions'])} ({b['detected']}/{b['collisions']})"
-                              for b in comb["by_peak_force"])
-            lines.append(f"| {robot} | {label} | {per_k:.0f} | {bins} | {pct(comb['detected'], comb['collisions'])} | "
-                         f"{ms(comb['delay_median'])} / {ms(comb['delay_p95'])} |")
-            if nominal == "nominal":
-                details = [c for run in col["runs"] for c in run.get("summary", {}).get("collision_details", [])]
-                curve[robot] = details
+            res = {}
+            for suffix in ["", ".phase"]:
+                nom = load(f"{suite}/{robot}/{nominal}{suffix}.evaluation.json")["totals"]
+                col = load(f"{suite}/{robot}/{collisions}{suffix}.evaluation.json")
+                res[suffix] = (nom, rules(col["totals"])["combined"])
+            (na, ca), (nb, cb) = res[""], res[".phase"]
+            per_k = lambda nom: 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
+            bins = " | ".join(f"{pct(a['detected'], a['collisions'])} → **{pct(b['detected'], b['collisions'])}** "
+                              f"({b['detected']}/{b['collisions']})"
+                              for a, b in zip(ca["by_peak_force"], cb["by_peak_force"]))
+            lines.append(f"| {robot} | {label} | {per_k(na):.0f} → **{per_k(nb):.1f}** | {bins} | "
+                         f"{pct(ca['detected'], ca['collisions'])} → **{pct(cb['detected'], cb['collisions'])}** | "
+                         f"{ms(ca['delay_median'])} / {ms(ca['delay_p95'])} → **{ms(cb['delay_median'])} / {ms(cb['delay_p95'])}** |")
+    lines += ["", f"Regenerate: `{COMMAND} --reuse`; one row by hand, e.g. `build/tools/warpguard evaluate --profile",
+              "build/benchmarks/ur5e-like/profile-phase.json build/benchmarks/ur5e-like/payload2x-collisions.csv`",
+              "(`profile.json` for the published detector; the assembly rows use `assembly-profile*.json`).", ""]
+
+    # The median delay by kind of contact: impacts last 10-50 ms, pushes ramp over 0.2-1 s.
+    lines += ["### Detection delay of the default by kind of contact", "",
+              "Contacts of at most 60 ms are the impacts, longer ones the pushes that ramp up over 0.2–1 s (their",
+              "force is small when they begin, so the delay is the time the force takes to rise above the phase's",
+              "nominal range). Median / p95 delay of the detected ones, and how many were detected, per kind.", "",
+              "| robot | variant | impacts | pushes |", "|---|---|---:|---:|"]
+    for robot in ROBOTS:
+        for nominal, collisions, label in VARIANTS:
+            col = load(f"{suite}/{robot}/{collisions}.phase.evaluation.json")
+            details = [c for run in col["runs"] for c in run.get("summary", {}).get("collision_details", [])]
+            cells = []
+            for short in (True, False):
+                group = []
+                for c in details:
+                    period = c["onset_t"] / c["onset_index"] if c["onset_index"] > 0 else 0.0
+                    if (c["samples"] * period <= 0.06) == short:
+                        group.append(c)
+                delays = sorted(c["delay"] for c in group if c["detected"])
+                if delays:
+                    med = delays[len(delays) // 2] if len(delays) % 2 else 0.5 * (delays[len(delays) // 2 - 1] + delays[len(delays) // 2])
+                    p95 = delays[min(len(delays) - 1, int(math.ceil(0.95 * len(delays))) - 1)]
+                    cells.append(f"{ms(med)} / {ms(p95)} ({len(delays)}/{len(group)})")
+                else:
+                    cells.append(f"- (0/{len(group)})")
+            lines.append(f"| {robot} | {label} | {cells[0]} | {cells[1]} |")
     lines.append("")
 
     # Sensitivity curves per rule, from the peak-force bins of the collision runs.
