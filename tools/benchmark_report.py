@@ -37,6 +37,14 @@ def ms(v):
     return "-" if v is None else f"{1000.0 * v:.0f} ms"
 
 
+def percentile(sorted_values, q):
+    """Linear interpolation between order statistics, as `warpguard evaluate` does (docs/evaluation.md)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (pos - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
 def rules(totals):
     return {r["rule"]: r for r in totals["by_rule"]}
 
@@ -221,9 +229,7 @@ def main():
                         group.append(c)
                 delays = sorted(c["delay"] for c in group if c["detected"])
                 if delays:
-                    med = delays[len(delays) // 2] if len(delays) % 2 else 0.5 * (delays[len(delays) // 2 - 1] + delays[len(delays) // 2])
-                    p95 = delays[min(len(delays) - 1, int(math.ceil(0.95 * len(delays))) - 1)]
-                    cells.append(f"{ms(med)} / {ms(p95)} ({len(delays)}/{len(group)})")
+                    cells.append(f"{ms(percentile(delays, 0.5))} / {ms(percentile(delays, 0.95))} ({len(delays)}/{len(group)})")
                 else:
                     cells.append(f"- (0/{len(group)})")
             lines.append(f"| {robot} | {label} | {cells[0]} | {cells[1]} |")
