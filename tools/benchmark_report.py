@@ -220,13 +220,12 @@ def main():
         for nominal, collisions, label in VARIANTS:
             col = load(f"{suite}/{robot}/{collisions}.phase.evaluation.json")
             details = [c for run in col["runs"] for c in run.get("summary", {}).get("collision_details", [])]
+            # The sample period, from the first and last onsets (the recording's clock need not start at 0).
+            first, last = min(details, key=lambda c: c["onset_index"]), max(details, key=lambda c: c["onset_index"])
+            period = (last["onset_t"] - first["onset_t"]) / max(last["onset_index"] - first["onset_index"], 1)
             cells = []
             for short in (True, False):
-                group = []
-                for c in details:
-                    period = c["onset_t"] / c["onset_index"] if c["onset_index"] > 0 else 0.0
-                    if (c["samples"] * period <= 0.06) == short:
-                        group.append(c)
+                group = [c for c in details if (c["samples"] * period <= 0.06) == short]
                 delays = sorted(c["delay"] for c in group if c["detected"])
                 if delays:
                     cells.append(f"{ms(percentile(delays, 0.5))} / {ms(percentile(delays, 0.95))} ({len(delays)}/{len(group)})")
