@@ -49,6 +49,17 @@ def rules(totals):
     return {r["rule"]: r for r in totals["by_rule"]}
 
 
+def variant(suite, robot, nominal, collisions, suffix):
+    """One detector's results on a variant: the nominal run's totals and the collision run's combined rule."""
+    nom = load(f"{suite}/{robot}/{nominal}{suffix}.evaluation.json")["totals"]
+    return nom, rules(load(f"{suite}/{robot}/{collisions}{suffix}.evaluation.json")["totals"])["combined"]
+
+
+def per_thousand(nom):
+    """False stop events per 1,000 clean cycles of a nominal run."""
+    return 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
+
+
 def ka_section(suite):
     """Issue 6: KA-mDTW against mDTW on tasks that vary (scripts/benchmark-suite.sh, run_ka)."""
     if not all(os.path.exists(f"{suite}/{r}/ka/pick-and-place-matching.json") for r in ROBOTS):
@@ -93,7 +104,7 @@ def ka_section(suite):
                 nom = load(f"{suite}/{robot}/ka/{task}-nominal.{method}.evaluation.json")["totals"]
                 comb = rules(load(f"{suite}/{robot}/ka/{task}-collisions.{method}.evaluation.json")["totals"])["combined"]
                 big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
-                fs = 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
+                fs = per_thousand(nom)
                 bd, bc = sum(b["detected"] for b in big), sum(b["collisions"] for b in big)
                 out.append(f"| {robot} | {task} | {label} | {fs:.0f} | {pct(bd, bc)} ({bd}/{bc}) | "
                            f"{pct(comb['detected'], comb['collisions'])} | {ms(comb['delay_median'])} / {ms(comb['delay_p95'])} |")
@@ -131,13 +142,11 @@ def main():
     target_rows = []
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
-            cells = []
             res = {}
             for suffix in ["", ".phase"]:
-                nom = load(f"{suite}/{robot}/{nominal}{suffix}.evaluation.json")["totals"]
-                comb = rules(load(f"{suite}/{robot}/{collisions}{suffix}.evaluation.json")["totals"])["combined"]
+                nom, comb = variant(suite, robot, nominal, collisions, suffix)
                 big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
-                res[suffix] = {"fs": 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1),
+                res[suffix] = {"fs": per_thousand(nom),
                                "big": (sum(b["detected"] for b in big), sum(b["collisions"] for b in big)),
                                "all": (comb["detected"], comb["collisions"]),
                                "delay": (comb["delay_median"], comb["delay_p95"])}
@@ -193,17 +202,11 @@ def main():
               "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
-            res = {}
-            for suffix in ["", ".phase"]:
-                nom = load(f"{suite}/{robot}/{nominal}{suffix}.evaluation.json")["totals"]
-                col = load(f"{suite}/{robot}/{collisions}{suffix}.evaluation.json")
-                res[suffix] = (nom, rules(col["totals"])["combined"])
-            (na, ca), (nb, cb) = res[""], res[".phase"]
-            per_k = lambda nom: 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
+            (na, ca), (nb, cb) = (variant(suite, robot, nominal, collisions, suffix) for suffix in ["", ".phase"])
             bins = " | ".join(f"{pct(a['detected'], a['collisions'])} → **{pct(b['detected'], b['collisions'])}** "
                               f"({b['detected']}/{b['collisions']})"
                               for a, b in zip(ca["by_peak_force"], cb["by_peak_force"]))
-            lines.append(f"| {robot} | {label} | {per_k(na):.0f} → **{per_k(nb):.1f}** | {bins} | "
+            lines.append(f"| {robot} | {label} | {per_thousand(na):.0f} → **{per_thousand(nb):.1f}** | {bins} | "
                          f"{pct(ca['detected'], ca['collisions'])} → **{pct(cb['detected'], cb['collisions'])}** | "
                          f"{ms(ca['delay_median'])} / {ms(ca['delay_p95'])} → **{ms(cb['delay_median'])} / {ms(cb['delay_p95'])}** |")
     lines += ["", f"Regenerate: `{COMMAND} --reuse`; one row by hand, e.g. `build/tools/warpguard evaluate --profile",
