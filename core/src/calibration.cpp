@@ -302,6 +302,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     std::uint32_t cycles_seen = 0;
     nlohmann::json files;
     std::size_t windows = 0;
+    double speed_spread = 0;  // largest |speed ratio - 1| once the detector's estimate has settled
     const auto run_pass = [&] {
         detector = std::make_unique<Detector>(profile);
         rule1.assign(profile.joints, Moments{});
@@ -311,6 +312,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         cycles_seen = 0;
         files = nlohmann::json::array();
         windows = 0;
+        speed_spread = 0;
         std::vector<double> tau(profile.joints), q(profile.joints);
         for (const auto& nom : nominal) {
             const Recording& rec = *nom.recording;
@@ -334,6 +336,9 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                     observed[j].push_back({static_cast<std::uint32_t>(evs[j].shared.partner), static_cast<float>(evs[j].shared.deviation)});
                 }
                 cycle_of.push_back(cycle_here[i]);
+                if (detector->has_speed_model() && detector->speed_settled()) {
+                    speed_spread = std::max(speed_spread, std::abs(detector->speed_ratio() - 1.0));
+                }
             }
             windows += rec.size();
             files.push_back({{"file", nom.name}, {"samples", rec.size()}, {"complete_cycles", rec.complete_cycles().size()}});
@@ -365,6 +370,9 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             profile.speed = fit_speed_model(model, profile.reference, profile.signal, profile.unit, sources, options.gravity);
             speed_note = "fitted";
             run_pass();
+            // What "the recorded speed" means for the still-joint friction band: the speed
+            // estimate's largest excursion on these nominal recordings.
+            profile.speed->same_speed_tolerance = speed_spread;
         }
     }
 

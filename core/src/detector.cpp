@@ -66,7 +66,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       correction_(profile_.joints, 0.0),
       friction_(profile_.joints, {0.0, 0.0}),
       friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
-      velocity_scale_(profile_.joints, 1.0) {
+      velocity_scale_(profile_.joints, 1.0),
+      rest_samples_(profile_.joints, 0),
+      rest_offset_(profile_.joints, 0.0) {
     // Each joint's noise level, from the reference alone: the spread of its second differences
     // (a smooth motion has almost none; white noise of sd s gives sd s sqrt(6)), as a robust MAD.
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -109,9 +111,20 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
     if (profile_.speed) {
-        // The speed model in the units the reference is matched in (lever-scaled for KA-mDTW).
+        reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
+        std::vector<double> acceleration(profile_.reference.size());
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], acceleration);
+        }
+        // The speed model in the units the reference is matched in (lever-scaled for KA-mDTW),
+        // and the full width of each joint's dry-friction band (twice its Coulomb friction).
         speed_inertial_ = profile_.speed->inertial;
         speed_viscous_ = profile_.speed->viscous;
+        friction_band_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            const double coulomb = profile_.speed->coulomb.empty() ? 0.0 : profile_.speed->coulomb[j];
+            std::fill(friction_band_[j].begin(), friction_band_[j].end(), 2.0 * coulomb);
+        }
         if (profile_.method == MatchingMethod::KaMdtw) {
             const auto& k = *profile_.kinematics;
             std::vector<double> q(profile_.joints), lever(profile_.joints);
@@ -122,13 +135,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                     if (!k.scales(j)) continue;
                     speed_inertial_[j][s] /= lever[j];
                     speed_viscous_[j][s] /= lever[j];
+                    friction_band_[j][s] /= lever[j];
                 }
             }
-        }
-        reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
-        std::vector<double> acceleration(profile_.reference.size());
-        for (std::size_t j = 0; j < profile_.joints; ++j) {
-            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], acceleration);
         }
         // "Clearly moving": 10 % of the 95th percentile of the reference's summed squared joint
         // velocities (the brisk part of the task).
@@ -177,6 +186,8 @@ void Detector::reset() {
     head_ = 0;
     std::fill(over_.begin(), over_.end(), 0);
     std::fill(cusum_.begin(), cusum_.end(), 0.0);
+    std::fill(rest_samples_.begin(), rest_samples_.end(), 0);
+    std::fill(rest_offset_.begin(), rest_offset_.end(), 0.0);
     has_shared_ = false;
     has_previous_ = false;
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
@@ -364,16 +375,45 @@ Decision Detector::update(const Sample& sample) {
         // stays over the margin for `persistence` samples, or when its CUSUM over `cusum_reference`
         // passes `cusum_limit` (slow pushes).
         const auto& ph = *profile_.phase;
-        const bool speed_settled = speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled;
+        const bool speed_settled = this->speed_settled();
+        const bool band_open = off_recorded_speed();
         for (std::size_t j = 0; j < n; ++j) {
             JointEvaluation& ev = evaluations_[j];
             const std::size_t partner = ev.shared.partner;
             ev.drift = correction_[j];
             ev.phase_threshold = ph.rule1[j][partner];
+            if (band_open) {
+                // How still the joint is: the faster of the reference's motion at the partner (at
+                // the current speed) and the joint's own measured motion.
+                const double v = std::max(std::abs(reference_velocity_[j][partner]) * speed_ratio_, std::abs(velocity_[j]));
+                // How still: the share of the friction the smooth Coulomb term qd / (|qd| + v0)
+                // leaves undetermined, v0 / (|qd| + v0) (1 at rest, 1/2 at v0).
+                ev.friction_band = friction_band_[j][partner] * kCoulombSmoothing / (v + kCoulombSmoothing);
+            } else {
+                ev.friction_band = 0.0;
+            }
             const double base = ev.phase_threshold / ph.margin;
-            const double excess = std::abs(ev.shared.deviation);
+            const double deviation = ev.shared.deviation;
+            // Off the recorded speed, dry friction leaves a still joint's torque undetermined
+            // within the band while the joint comes to rest or breaks away. Once it rests, the
+            // torque its friction holds stays put: the first kRestSamples samples of a rest set the
+            // offset (within the band), and every later change from it is judged.
+            double excess = std::max(0.0, std::abs(deviation) - ev.friction_band);
+            if (band_open && std::abs(reference_velocity_[j][partner]) <= kRestVelocity) {
+                if (rest_samples_[j] < kRestSamples) {
+                    rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;
+                    ++rest_samples_[j];
+                } else {
+                    // (never more than the deviation itself: inside the reference's range is nominal)
+                    excess = std::min(std::abs(deviation), std::abs(deviation - rest_offset_[j]));
+                }
+            } else {
+                rest_samples_[j] = 0;
+                rest_offset_[j] = 0.0;
+            }
             ev.ratio = excess / ev.phase_threshold;
             const double r0 = excess / base;
+            const double raw_r0 = std::abs(deviation) / base;  // learning ignores the band
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
             cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
             ev.cusum = cusum_[j];
@@ -387,7 +427,7 @@ Decision Detector::update(const Sample& sample) {
             } else if (ph.cusum_limit > 0 && cusum_[j] > ph.cusum_limit) {
                 consider(j, Rule::Accumulated, cusum_[j], ph.cusum_limit);
                 cusum_[j] = 0;  // restart: the evidence is spent on this STOP
-            } else if (r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0 && has_previous_ && speed_settled) {
+            } else if (raw_r0 < 0.5 && over_[j] == 0 && cusum_[j] == 0 && ph.drift_rate > 0 && has_previous_ && speed_settled) {
                 // Learn friction drift only from samples well inside the nominal range (a collision
                 // is never learned): exponentially weighted least squares of the raw difference from
                 // the matched reference on (Coulomb term, velocity).

@@ -319,6 +319,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     SpeedModel out;
     out.inertial.assign(n, std::vector<double>(reference.size()));
     out.viscous.assign(n, std::vector<double>(reference.size()));
+    out.coulomb.assign(n, 0.0);
     std::vector<Eigen::VectorXd> pi(n);
     nlohmann::json joints = nlohmann::json::array();
     for (std::size_t j = 0; j < n; ++j) ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
@@ -459,6 +460,10 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         for (double v : out.viscous[j]) viscous_largest = std::max(viscous_largest, std::abs(v));
         const bool implausible = !(largest[j] <= range) || !(viscous_largest <= range);
         joints[j]["dropped"] = implausible;
+        const double coulomb = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 2)));
+        joints[j]["coulomb_coefficient"] = coulomb;
+        // A negative dry friction is not physics (the fit traded it against another term): no band.
+        out.coulomb[j] = still[j] || implausible ? 0.0 : std::max(0.0, coulomb);
         if (implausible) {
             std::fill(out.inertial[j].begin(), out.inertial[j].end(), 0.0);
             std::fill(out.viscous[j].begin(), out.viscous[j].end(), 0.0);
@@ -500,7 +505,10 @@ nlohmann::json to_json(const SpeedModel& model) {
         }
         return out;
     };
-    return {{"inertial", rounded(model.inertial)}, {"viscous", rounded(model.viscous)}, {"derivation", model.derivation}};
+    nlohmann::json out = {{"inertial", rounded(model.inertial)}, {"viscous", rounded(model.viscous)}, {"coulomb", model.coulomb},
+                          {"derivation", model.derivation}};
+    if (std::isfinite(model.same_speed_tolerance)) out["same_speed_tolerance"] = model.same_speed_tolerance;
+    return out;
 }
 
 SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size) {
@@ -526,6 +534,32 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     };
     out.inertial = table("inertial");
     out.viscous = table("viscous");
+    // Profiles from before the still-joint band was kept have neither entry: no band.
+    out.coulomb.assign(joints, 0.0);
+    if (j.contains("coulomb")) {
+        std::vector<double> values;
+        try {
+            values = j.at("coulomb").get<std::vector<double>>();
+        } catch (const nlohmann::json::exception&) {
+            throw std::invalid_argument("speed_model.coulomb must be an array of numbers, one per joint");
+        }
+        if (values.size() != joints) {
+            throw std::invalid_argument(fmt::format("speed_model.coulomb has {} values; expected {} (one per joint)", values.size(), joints));
+        }
+        for (std::size_t r = 0; r < values.size(); ++r) {
+            if (!(std::isfinite(values[r]) && values[r] >= 0)) {
+                throw std::invalid_argument(fmt::format("speed_model.coulomb[{}] is {}; expected a finite value >= 0", r, values[r]));
+            }
+        }
+        out.coulomb = std::move(values);
+    }
+    if (j.contains("same_speed_tolerance")) {
+        const auto& v = j.at("same_speed_tolerance");
+        if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>())) {
+            throw std::invalid_argument(fmt::format("speed_model.same_speed_tolerance is {}; expected a finite number >= 0", v.dump()));
+        }
+        out.same_speed_tolerance = v.get<double>();
+    }
     if (j.contains("derivation")) out.derivation = j.at("derivation");
     return out;
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,13 @@ struct JointEvaluation {
     // Phase-aware detector only: the friction drift taken off the newest sample, the threshold at
     // the matched phase, and |deviation| / threshold (> 1 is over).
     double drift = 0.0;
+    // The part of |deviation| forgiven as dry friction: while the speed is not the recorded one
+    // and the joint (nearly) stands still, the torque its friction holds depends on how it came
+    // to rest or breaks away, anywhere within +- the fitted Coulomb friction (so up to twice that
+    // from the reference's value), scaled by how still the joint is. Once the joint rests in the
+    // reference, the offset it came to rest with is held and changes from it are judged instead.
+    // 0 at the recorded speed.
+    double friction_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
 };
@@ -77,6 +85,13 @@ public:
     // (1 = as recorded; 0.7 at 70 % override), estimated from the joint velocities; else 1.
     double speed_ratio() const { return speed_ratio_; }
     bool has_speed_model() const { return !speed_inertial_.empty(); }
+    // The speed ratio has enough evidence behind it since the stream began to be believed.
+    bool speed_settled() const { return speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled; }
+    // Phase-aware, with a speed model: the running speed is not the recorded one (beyond the
+    // calibrated tolerance), so joints standing still get their dry-friction band (JointEvaluation).
+    bool off_recorded_speed() const {
+        return !speed_inertial_.empty() && speed_settled() && std::abs(speed_ratio_ - 1.0) > profile_.speed->same_speed_tolerance;
+    }
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
@@ -137,6 +152,19 @@ private:
     // the reference velocity, each sample weighted by how fast the reference moves there (a
     // standstill says nothing about the override).
     std::vector<std::vector<double>> speed_inertial_, speed_viscous_, reference_velocity_;
+    // [joint][reference sample]: twice the joint's fitted Coulomb friction in matched units (per
+    // sample for KA-mDTW's lever scaling); times how still the joint is, it is the band
+    // JointEvaluation::friction_band forgives off the recorded speed.
+    std::vector<std::vector<double>> friction_band_;
+    // A joint rests where the reference moves it at most a ninth of the Coulomb smoothing velocity
+    // (the smooth Coulomb term is then under a tenth of its full value: the model says nothing about
+    // the friction there). Its held offset is the mean of the first kRestSamples samples of the
+    // rest: a few, so that one noisy sample does not set it, and a collision that starts within
+    // them is still judged beyond the band.
+    static constexpr double kRestVelocity = kCoulombSmoothing / 9.0;
+    static constexpr std::size_t kRestSamples = 5;
+    std::vector<std::size_t> rest_samples_;  // samples of the current rest seen so far (saturates)
+    std::vector<double> rest_offset_;        // accumulated, then held offset of the current rest
     double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     double speed_motion_ = 1.0;  // sum of squared reference velocities that counts as clearly moving
     // Evidence behind the speed ratio since the stream began, in clearly moving samples. Until it

@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,6 +86,15 @@ inline constexpr std::size_t kDerivativeHalfWidth = 3;
 struct SpeedModel {
     std::vector<std::vector<double>> inertial;  // [joint][reference sample], signal units at s = 1
     std::vector<std::vector<double>> viscous;   // [joint][reference sample]
+    // Fitted Coulomb (dry) friction per joint, signal units, >= 0 (0 where the joint does not move
+    // in the task or its split was dropped). While a joint stands still its dry friction can hold
+    // any torque within +- this value, depending on how the joint came to rest: at the recorded
+    // speed that history repeats, at another speed it does not (Detector: still-joint band).
+    std::vector<double> coulomb;
+    // The largest |speed ratio - 1| the detector estimated on the nominal calibration recordings
+    // once its estimate had settled: a ratio within this is "the recorded speed". Infinite until
+    // calibrated (and in profiles from before it was kept): the still-joint band never opens.
+    double same_speed_tolerance = std::numeric_limits<double>::infinity();
     nlohmann::json derivation = nlohmann::json::object();
     // Expected reference value of joint j at reference sample k at speed ratio s.
     double expected(std::size_t j, std::size_t k, double reference_value, double s) const {
