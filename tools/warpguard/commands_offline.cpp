@@ -1,4 +1,5 @@
 // Offline subcommands: calibrate, evaluate, match, envelope.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -153,11 +154,21 @@ void run_calibrate(const CalibrateArgs& a) {
     if (p.speed) {
         std::printf("speed model (what scales with the override), fitted to %d nominal samples:\n",
                     p.speed->derivation.value("samples", 0));
-        std::printf("  %-6s %6s %14s %14s %10s %16s\n", "joint", "rank", "residual rms", "signal sd", "explained", "largest inertial");
+        std::printf("  %-6s %6s %14s %14s %10s %16s %10s\n", "joint", "rank", "residual rms", "signal sd", "explained", "largest inertial",
+                    "Coulomb");
         for (const auto& jt : p.speed->derivation.value("joints", nlohmann::json::array())) {
-            std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g%s\n", jt.value("joint", 0), jt.value("rank", 0), jt.value("residual_rms", 0.0),
-                        jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0), jt.value("largest_inertial", 0.0),
+            const int joint = jt.value("joint", 0);  // 1-based
+            const double coulomb =
+                joint >= 1 && static_cast<std::size_t>(joint) <= p.speed->coulomb.size() ? p.speed->coulomb[joint - 1] : 0.0;
+            std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g %10.4g%s\n", jt.value("joint", 0), jt.value("rank", 0),
+                        jt.value("residual_rms", 0.0), jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0),
+                        jt.value("largest_inertial", 0.0), coulomb,
                         jt.value("dropped", false) ? "  dropped: larger than the signal's range, compared as recorded" : "");
+        }
+        if (std::isfinite(p.speed->same_speed_tolerance)) {
+            std::printf("  the recorded speed: ratio within 1 +- %.4f (the estimate's spread on the nominal recordings); beyond it,\n"
+                        "  joints at rest or breaking away get a band of 2 x Coulomb\n",
+                        p.speed->same_speed_tolerance);
         }
     } else if (p.phase) {
         std::printf("speed model: %s\n", p.calibration.value("speed_model", std::string("none")).c_str());
