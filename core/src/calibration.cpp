@@ -220,6 +220,8 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
                     {"cusum_cycle_max_sd", cusum_fit.sd},
                     {"cusum_cycle_max_largest", cusum_fit.largest},
                     {"cusum_gumbel_quantile", cusum_fit.quantile},
+                    {"cycle_maxima", cycle_max},
+                    {"cusum_cycle_maxima", cycle_cusum},
                     {"drift_cycles", options.drift_cycles},
                     {"samples_per_cycle", per_cycle}};
     return s;

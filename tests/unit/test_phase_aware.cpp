@@ -42,6 +42,13 @@ TEST_CASE("calibration: one threshold per reference sample, margin from held-out
     CHECK(ph.margin >= 1.0);
     CHECK(ph.cusum_limit >= ph.derivation.at("cusum_cycle_max_largest").get<double>());
     CHECK(ph.derivation.at("cycles").get<int>() == static_cast<int>(test::long_nominal_recording().complete_cycles().size()));
+    // The per-cycle maxima the fits were made from are kept, one per cycle, and agree with them.
+    for (const char* key : {"cycle_maxima", "cusum_cycle_maxima"}) {
+        const auto maxima = ph.derivation.at(key).get<std::vector<double>>();
+        CHECK(maxima.size() == ph.derivation.at("cycles").get<std::size_t>());
+        const double largest = *std::max_element(maxima.begin(), maxima.end());
+        CHECK(largest == ph.derivation.at(std::string(key) == "cycle_maxima" ? "cycle_max_largest" : "cusum_cycle_max_largest").get<double>());
+    }
     // The thresholds vary along the cycle (that is the point).
     for (std::size_t j = 0; j < p.joints; ++j) {
         const auto [lo, hi] = std::minmax_element(ph.rule1[j].begin(), ph.rule1[j].end());
