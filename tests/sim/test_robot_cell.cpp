@@ -35,6 +35,20 @@ std::string csv(const Recording& rec) {
     return out.str();
 }
 
+// `cycles` cycles of `task` at `override_factor`, with `contacts` random collisions of 100-300 N.
+Recording record_cell(const RobotDescription& robot, const sim::Task& task, std::size_t cycles, std::uint64_t seed,
+                      double override_factor, std::size_t contacts) {
+    sim::CellOptions options;
+    options.seed = seed;
+    options.speed_override = override_factor;
+    sim::RobotCell cell(robot, task, options);
+    if (contacts > 0) {
+        const auto starts = cell.schedule(cycles);
+        cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
+    }
+    return cell.record(cycles);
+}
+
 }  // namespace
 
 TEST_CASE("the same seed gives byte-identical recordings, another seed does not", "[sim][cell]") {
@@ -325,11 +339,7 @@ TEST_CASE("at a new override the friction-drift model learns nothing until the s
     const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
     const auto record = [&](std::size_t cycles, std::uint64_t seed, double override_factor) {
-        sim::CellOptions options;
-        options.seed = seed;
-        options.speed_override = override_factor;
-        sim::RobotCell cell(robot, task, options);
-        return cell.record(cycles);
+        return record_cell(robot, task, cycles, seed, override_factor, 0);
     };
     const Recording reference = record(7, 51, 1.0);
     const Recording calibration = record(12, 52, 1.0);
@@ -364,15 +374,7 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
     const RobotDescription robot = ur5e();
     const sim::Task task = ur5e_task(true);  // pick-and-place with three place positions and a carried part
     const auto record = [&](std::size_t cycles, std::uint64_t seed, double override_factor, std::size_t contacts) {
-        sim::CellOptions options;
-        options.seed = seed;
-        options.speed_override = override_factor;
-        sim::RobotCell cell(robot, task, options);
-        if (contacts > 0) {
-            const auto starts = cell.schedule(cycles);
-            cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
-        }
-        return cell.record(cycles);
+        return record_cell(robot, task, cycles, seed, override_factor, contacts);
     };
     const Recording reference = record(7, 31, 1.0, 0);
     const Recording calibration = record(12, 32, 1.0, 0);
@@ -551,15 +553,7 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", 6);
     const auto record = [&](std::size_t cycles, std::uint64_t seed, double override_factor, std::size_t contacts) {
-        sim::CellOptions options;
-        options.seed = seed;
-        options.speed_override = override_factor;
-        sim::RobotCell cell(robot, task, options);
-        if (contacts > 0) {
-            const auto starts = cell.schedule(cycles);
-            cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
-        }
-        return cell.record(cycles);
+        return record_cell(robot, task, cycles, seed, override_factor, contacts);
     };
     const Recording reference = record(7, 61, 1.0, 0);
     const Recording calibration = record(12, 62, 1.0, 0);
