@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#if defined(__AVX__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -17,106 +17,90 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// One vector of W doubles: lane k is column j0 + k of a block. Only the handful of operations the
+// wavefront needs; every one is exact (min picks one of its inputs, |x| clears the sign bit).
 #if defined(__AVX512F__)
-// Eight lanes in one AVX-512 register.
-using Native = double __attribute__((vector_size(8 * sizeof(double))));
-using NativeMask = long long __attribute__((vector_size(8 * sizeof(long long))));
-
-struct Mask {
-    NativeMask v;
-    Mask operator&(const Mask& o) const { return {v & o.v}; }
-    bool operator[](std::size_t k) const { return v[k] != 0; }
-};
-
-inline bool any(const Mask& m) {
-    return _mm512_test_epi64_mask(reinterpret_cast<__m512i>(m.v), reinterpret_cast<__m512i>(m.v)) != 0;
+constexpr std::size_t W = 8;
+using Vec = __m512d;
+using Mask = __mmask8;
+inline Vec load(const double* p) { return _mm512_loadu_pd(p); }
+inline void store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
+inline Vec broadcast(double x) { return _mm512_set1_pd(x); }
+inline Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
+inline Vec vabs(Vec x) { return _mm512_abs_pd(x); }
+inline Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
+inline Mask le(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
+inline Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
+inline unsigned bits(Mask m) { return m; }
+inline Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
+// [h[W-1], v[0], ..., v[W-2]]: the left neighbour of every lane, lane 0's from h.
+inline Vec shift_in(Vec v, Vec h) {
+    return _mm512_castsi512_pd(_mm512_alignr_epi64(_mm512_castpd_si512(v), _mm512_castpd_si512(h), 7));
 }
-
-}  // namespace
-
-struct StreamingMdtw::Lanes {
-    Native v;
-    double operator[](std::size_t k) const { return v[k]; }
-    void set(std::size_t k, double x) { v[k] = x; }
-};
-
-namespace {
-
-using Lanes = StreamingMdtw::Lanes;
-
-inline Lanes broadcast(double x) { return {Native{x, x, x, x, x, x, x, x}}; }
-inline Lanes operator-(const Lanes& a, const Lanes& b) { return {a.v - b.v}; }
-inline Lanes operator+(const Lanes& a, const Lanes& b) { return {a.v + b.v}; }
-inline Mask operator<=(const Lanes& a, const Lanes& b) { return {a.v <= b.v}; }
-inline Mask operator<(const Lanes& a, const Lanes& b) { return {a.v < b.v}; }
-inline Lanes select(const Mask& m, const Lanes& a, const Lanes& b) { return {m.v ? a.v : b.v}; }
-// |x| by clearing the sign bit: the same result as std::abs, also for -0.0.
-inline Lanes abs_lanes(const Lanes& x) {
-    NativeMask bits;
-    __builtin_memcpy(&bits, &x.v, sizeof bits);
-    bits &= 0x7fffffffffffffffLL;
-    Lanes out;
-    __builtin_memcpy(&out.v, &bits, sizeof bits);
-    return out;
+#elif defined(__AVX2__)
+constexpr std::size_t W = 4;
+using Vec = __m256d;
+using Mask = __m256d;
+inline Vec load(const double* p) { return _mm256_loadu_pd(p); }
+inline void store(double* p, Vec v) { _mm256_storeu_pd(p, v); }
+inline Vec broadcast(double x) { return _mm256_set1_pd(x); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
+inline Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
+inline Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
+inline Mask le(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+inline Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
+inline unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
+inline Mask lane_mask(std::size_t k) {
+    const long long x[4] = {k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
+    return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
 }
-// Exact minimum; inputs are never NaN here.
-inline Lanes min_lanes(const Lanes& a, const Lanes& b) { return {a.v < b.v ? a.v : b.v}; }
-
+inline Vec shift_in(Vec v, Vec h) {
+    const Vec vr = _mm256_permute4x64_pd(v, _MM_SHUFFLE(2, 1, 0, 3));  // [v3, v0, v1, v2]
+    const Vec hr = _mm256_permute4x64_pd(h, _MM_SHUFFLE(2, 1, 0, 3));  // [h3, h0, h1, h2]
+    return _mm256_blend_pd(vr, hr, 0b0001);
+}
 #else
-// Eight lanes as two native 4 x double vectors: GCC lowers each operation to one instruction per
-// half (an 8-wide vector extension type would be split element by element without AVX-512), and
-// the two halves form independent dependency chains.
-using Half = double __attribute__((vector_size(4 * sizeof(double))));
-using HalfMask = long long __attribute__((vector_size(4 * sizeof(long long))));
-
-struct Mask {
-    HalfMask lo, hi;
-    Mask operator&(const Mask& o) const { return {lo & o.lo, hi & o.hi}; }
-    bool operator[](std::size_t k) const { return (k < 4 ? lo[k] : hi[k - 4]) != 0; }
-};
-
-inline bool any(const Mask& m) {
-#if defined(__AVX__)
-    return _mm256_movemask_pd(_mm256_or_pd(reinterpret_cast<__m256d>(m.lo), reinterpret_cast<__m256d>(m.hi))) != 0;
-#else
-    const HalfMask r = m.lo | m.hi;
-    return (r[0] | r[1] | r[2] | r[3]) != 0;
-#endif
+// Portable: GCC vector extensions (SSE2 pairs on x86-64).
+constexpr std::size_t W = 4;
+using Vec = double __attribute__((vector_size(W * sizeof(double))));
+using Mask = long long __attribute__((vector_size(W * sizeof(long long))));
+inline Vec load(const double* p) {
+    Vec v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return v;
 }
-
-}  // namespace
-
-struct StreamingMdtw::Lanes {
-    Half lo, hi;
-    double operator[](std::size_t k) const { return k < 4 ? lo[k] : hi[k - 4]; }
-    void set(std::size_t k, double v) { (k < 4 ? lo[k] : hi[k - 4]) = v; }
-};
-
-namespace {
-
-using Lanes = StreamingMdtw::Lanes;
-
-inline Lanes broadcast(double v) { return {Half{v, v, v, v}, Half{v, v, v, v}}; }
-inline Lanes operator-(const Lanes& a, const Lanes& b) { return {a.lo - b.lo, a.hi - b.hi}; }
-inline Lanes operator+(const Lanes& a, const Lanes& b) { return {a.lo + b.lo, a.hi + b.hi}; }
-inline Mask operator<=(const Lanes& a, const Lanes& b) { return {a.lo <= b.lo, a.hi <= b.hi}; }
-inline Mask operator<(const Lanes& a, const Lanes& b) { return {a.lo < b.lo, a.hi < b.hi}; }
-inline Lanes select(const Mask& m, const Lanes& a, const Lanes& b) { return {m.lo ? a.lo : b.lo, m.hi ? a.hi : b.hi}; }
-
-// |x| by clearing the sign bit: the same result as std::abs, also for -0.0.
-inline Half abs_half(Half x) {
-    constexpr long long kNoSign = 0x7fffffffffffffffLL;
-    HalfMask bits;
-    __builtin_memcpy(&bits, &x, sizeof bits);
-    bits &= HalfMask{kNoSign, kNoSign, kNoSign, kNoSign};
-    __builtin_memcpy(&x, &bits, sizeof x);
+inline void store(double* p, Vec v) { __builtin_memcpy(p, &v, sizeof v); }
+inline Vec broadcast(double x) { return Vec{x, x, x, x}; }
+inline Vec add(Vec a, Vec b) { return a + b; }
+inline Vec sub(Vec a, Vec b) { return a - b; }
+inline Vec vabs(Vec x) {
+    Mask m;
+    __builtin_memcpy(&m, &x, sizeof m);
+    m &= 0x7fffffffffffffffLL;
+    __builtin_memcpy(&x, &m, sizeof x);
     return x;
 }
-inline Lanes abs_lanes(const Lanes& x) { return {abs_half(x.lo), abs_half(x.hi)}; }
-
-// Exact minimum; inputs are never NaN here.
-inline Lanes min_lanes(const Lanes& a, const Lanes& b) { return {a.lo < b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi}; }
+inline Vec vmin(Vec a, Vec b) { return a < b ? a : b; }
+inline Mask le(Vec a, Vec b) { return a <= b; }
+inline Vec select(Mask m, Vec yes, Vec no) { return m ? yes : no; }
+inline unsigned bits(Mask m) {
+    unsigned r = 0;
+    for (std::size_t k = 0; k < W; ++k) r |= (m[k] != 0 ? 1u : 0u) << k;
+    return r;
+}
+inline Mask lane_mask(std::size_t k) {
+    return Mask{k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
+}
+inline Vec shift_in(Vec v, Vec h) { return __builtin_shuffle(v, h, Mask{7, 0, 1, 2}); }
 #endif
+
+inline double lane(Vec v, std::size_t k) {
+    double x[W];
+    store(x, v);
+    return x[k];
+}
 
 // Rule (8)/(9) for one column, scalar form: the published first row.
 inline double first_row(std::span<const double> a, std::span<const double> b, std::size_t j) {
@@ -126,7 +110,16 @@ inline double first_row(std::span<const double> a, std::span<const double> b, st
     return std::abs(a[0] - b[j]) + std::abs(a[1] - b[j]);
 }
 
+
 }  // namespace
+
+// One block's wavefront: step t holds lane k's cell of row t - k. Values and carried starts, for
+// the m + W - 1 steps of a block; two of them alternate (the block and its left neighbour).
+struct StreamingMdtw::Steps {
+    explicit Steps(std::size_t steps) : value{std::vector<double>(steps * W), std::vector<double>(steps * W)},
+                                        start{std::vector<double>(steps * W), std::vector<double>(steps * W)} {}
+    std::vector<double> value[2], start[2];
+};
 
 StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references)
     : joints_(references.size()),
@@ -144,27 +137,22 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
                                                     references_[k].size(), n_));
         }
     }
-    for (std::size_t first = 0; first < joints_; first += kLanes) {
-        Group g;
-        g.first_joint = first;
-        g.lanes = std::min(kLanes, joints_ - first);
-        g.reference.reset(new Lanes[n_]);
-        for (std::size_t j = 0; j < n_; ++j) {
-            Lanes v = broadcast(0.0);
-            for (std::size_t k = 0; k < g.lanes; ++k) v.set(k, references_[first + k][j]);
-            g.reference[j] = v;
-        }
-        groups_.push_back(std::move(g));
+    // +inf after the last column: a block's lanes beyond it, and b(j + 1) of rule (8) in the last
+    // column, which turns (8) into (9) exactly (min(inf, |a1 - bj|, inf) = |a1 - bj|).
+    for (const auto& r : references_) {
+        std::unique_ptr<double[]> p(new double[n_ + W + 1]);
+        std::copy(r.begin(), r.end(), p.get());
+        std::fill(p.get() + n_, p.get() + n_ + W + 1, kInf);
+        padded_.push_back(std::move(p));
     }
     for (auto& r : results_) r.path.reserve(m_ + n_);
-    columns_.reset(new Lanes[3 * m_]);
-    starts_.reset(new Lanes[3 * m_]);
+    reversed_.reset(new double[m_ + 2 * W]);
+    steps_ = std::make_unique<Steps>(m_ + W);
     // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
     // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
     region_.reset(new double[m_ * n_]);
     row_lo_.reset(new std::size_t[m_]);
     row_hi_.reset(new std::size_t[m_]);
-    lanes_window_.reset(new Lanes[m_]);
 }
 
 StreamingMdtw::~StreamingMdtw() = default;
@@ -190,161 +178,164 @@ double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const doub
 
 namespace {
 
-// One cell of rule (11) with the start of the path the published backtracking (12) would follow
-// from it. The value is the exact minimum (min is exact, so it does not matter which predecessor
-// supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both others, else
-// vertical if it is <= horizontal, else horizontal. The masks are off the value's dependency chain.
-struct Step {
-    Lanes value, start;
+// One cell of rule (11) for W lanes, with the start of the path the published backtracking (12)
+// would follow from it. The value is the exact minimum (min is exact, so it does not matter which
+// predecessor supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both
+// others, else vertical if it is <= horizontal, else horizontal.
+struct Cell {
+    Vec value, start;
 };
 
-inline Step cell_step(const Lanes& cost, const Lanes& diag, const Lanes& sdiag, const Lanes& up, const Lanes& sup,
-                      const Lanes& left, const Lanes& sleft) {
-    const Mask vertical = up <= left;
-    const Lanes v1 = select(vertical, up, left);
-    const Lanes s1 = select(vertical, sup, sleft);
-    return {cost + min_lanes(min_lanes(diag, left), up), select(diag <= v1, sdiag, s1)};
+inline Cell cell_step(Vec cost, Vec diag, Vec sdiag, Vec up, Vec sup, Vec left, Vec sleft) {
+    const Mask vertical = le(up, left);
+    const Vec v1 = select(vertical, up, left);
+    const Vec s1 = select(vertical, sup, sleft);
+    return {add(cost, vmin(vmin(diag, left), up)), select(le(diag, v1), sdiag, s1)};
 }
 
 }  // namespace
 
-void StreamingMdtw::sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
-                          std::size_t* best_end, std::size_t* best_start) {
-    const Lanes inf = broadcast(kInf);
-    const Lanes a0 = a[0], a1 = a[1];
-    const Lanes* ref = g.reference.get();
-    Lanes best = inf;
-    Lanes best_s = broadcast(0.0);
-    long prev_hi = -1;  // last live row (some lane <= UB) of the previous column, -1 if none
-    std::size_t prev_slot = 0;
-    std::size_t open_lanes = 0;
-    for (std::size_t k = 0; k < kLanes; ++k) open_lanes += ub[k] >= 0.0;
-    auto values = [&](std::size_t slot) { return columns_.get() + slot * m_; };
-    auto starts = [&](std::size_t slot) { return starts_.get() + slot * m_; };
+StreamingMdtw::Best StreamingMdtw::sweep(std::size_t joint, std::span<const double> a, double ub, bool stop_at_first) {
+    const double* b = padded_[joint].get();
+    const std::size_t m = m_;
+    const std::size_t last_step = m + W - 2;  // the step at which the last lane reaches row m - 1
+    // The window backwards: at step t, lane k's row t - k is reversed[last_step - t + k]; rows
+    // outside the window read +inf, so a lane that has not begun or is past the window holds +inf.
+    double* rev = reversed_.get();
+    for (std::size_t y = 0; y < m + 2 * W; ++y) {
+        const long i = static_cast<long>(last_step) - static_cast<long>(y);
+        rev[y] = i >= 0 && i < static_cast<long>(m) ? a[static_cast<std::size_t>(i)] : kInf;
+    }
+    const Vec inf = broadcast(kInf);
+    const Vec a0 = broadcast(a[0]), a1 = broadcast(a[1]);
+    // Live: <= UB and finite (the first sample of a stream has UB = +inf and prunes nothing).
+    double live_bound = std::min(ub, std::numeric_limits<double>::max());
+    Vec ubv = broadcast(live_bound);
+    Best best{kInf, 0, 0};
 
-    // Rule (8) (or (9) in the last column): the first row, where every column may begin a match.
-    auto first_row_at = [&](std::size_t j) {
-        const Lanes bj = ref[j];
-        if (j + 1 < n_) {
-            const Lanes bj1 = ref[j + 1];
-            return abs_lanes(a0 - bj) + min_lanes(min_lanes(abs_lanes(a1 - bj1), abs_lanes(a1 - bj)), abs_lanes(a0 - bj1));
-        }
-        return abs_lanes(a0 - bj) + abs_lanes(a1 - bj);
+    // Rule (8), or (9) in the last column, for the W columns from j0 (+inf beyond the reference).
+    auto first_row_at = [&](std::size_t j0) {
+        const Vec bj = load(b + j0), bj1 = load(b + j0 + 1);
+        return add(vabs(sub(a0, bj)), vmin(vmin(vabs(sub(a1, bj1)), vabs(sub(a1, bj))), vabs(sub(a0, bj1))));
     };
-    // Below the rows it shares with its left neighbour a column can only grow its vertical chain
-    // (10)/(11) with one predecessor; it goes on while that chain is <= UB. Returns rows computed.
-    auto vertical_tail = [&](Lanes* col, Lanes* col_s, std::size_t i, const Lanes& bj) {
-        Lanes up = col[i - 1];
-        const Lanes s = col_s[i - 1];
-        if (!any(up <= ub)) return i;
-        for (; i < m_; ++i) {
-            up = abs_lanes(a[i] - bj) + up;
-            col[i] = up;
-            col_s[i] = s;
-            if (!any(up <= ub)) return i + 1;
+
+    // The left neighbour of the current block: the previous block's last lane. Its row r was
+    // computed at that block's step r + W - 1, within [left_lo, left_hi]; rows it has <= UB lie in
+    // [left_first, left_last] (left_first = -1: none, the block begins afresh).
+    int cur = 0;
+    long left_lo = 0, left_hi = -1, left_first = -1, left_last = -1;
+    auto left_live_from = [&](long r) {  // first row >= r where the left neighbour is live; m if none
+        const double* v = steps_->value[1 - cur].data();
+        for (; r <= left_last; ++r) {
+            const long s = r + static_cast<long>(W) - 1;
+            if (s >= left_lo && s <= left_hi && v[static_cast<std::size_t>(s) * W + W - 1] <= live_bound) return r;
         }
-        return i;
+        return static_cast<long>(m);
     };
-    auto last_live_row = [&](const Lanes* col, std::size_t rows) {
-        long r = static_cast<long>(rows) - 1;
-        while (r >= 0 && !any(col[r] <= ub)) --r;
-        return r;
-    };
-    // Registers a finished column's end candidate. Returns true when every lane is answered
-    // (early-exit mode).
-    auto finish_column = [&](std::size_t j, const Lanes* col, const Lanes* col_s, long last_live) {
-        if (last_live != static_cast<long>(m_) - 1) return false;
-        // Candidate ends; strict '<' keeps the earliest end on ties, as the published argmin.
-        const Lanes end_value = col[m_ - 1];
-        const Mask better = (end_value < best) & (end_value <= ub);
-        if (!any(better)) return false;
-        best = select(better, end_value, best);
-        best_s = select(better, col_s[m_ - 1], best_s);
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            if (better[k]) best_end[k] = j;
+
+    std::size_t j0 = 0;
+    while (j0 < n_) {
+        Vec d0;
+        unsigned row0_live;
+        if (left_first < 0) {
+            // Nothing enters from the left: find the next column whose first row is live ((8) is
+            // >= |a0 - bj|, a cheap filter), and start the block there.
+            for (;; j0 += W) {
+                if (j0 >= n_) return best;
+                if (bits(le(vabs(sub(a0, load(b + j0))), ubv)) == 0) continue;
+                d0 = first_row_at(j0);
+                row0_live = bits(le(d0, ubv));
+                if (row0_live != 0) break;
+            }
+            j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
+            d0 = first_row_at(j0);
+            row0_live = bits(le(d0, ubv));
+            left_lo = 0;  // the previous block, if any, is not this one's neighbour
+            left_hi = -1;
+        } else {
+            d0 = first_row_at(j0);
+            row0_live = bits(le(d0, ubv));
         }
-        ub = select(better, end_value, ub);  // UB tightens to the best end so far
-        if (!stop_at_first) return false;
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            if (better[k]) {
-                ub.set(k, -1.0);  // this lane is answered: let its cells die
-                --open_lanes;
+        const Vec bv = load(b + j0);
+        const Vec j0v = [&] {
+            double s[W];
+            for (std::size_t k = 0; k < W; ++k) s[k] = static_cast<double>(j0 + k);
+            return load(s);
+        }();
+
+        // Rows above the first live one (of the first row or of the left neighbour) are all over UB.
+        long t = row0_live != 0 ? 0 : left_first;
+        const double* lv = steps_->value[1 - cur].data();
+        const double* ls = steps_->start[1 - cur].data();
+        double* ov = steps_->value[cur].data();
+        double* os = steps_->start[cur].data();
+        auto left_at = [&](long row, const double* base) {  // the vector whose last lane is the left cell
+            const long s = row + static_cast<long>(W) - 1;
+            return s >= left_lo && s <= left_hi ? load(base + static_cast<std::size_t>(s) * W) : inf;
+        };
+        Vec v = inf, s = broadcast(0.0);
+        Vec diag = inf, sdiag = s;  // the previous step's left neighbours
+        const long first_step = t;
+        long out_first = -1, out_last = -1;  // live rows of this block's last lane
+        for (;; ++t) {
+            const Vec left = shift_in(v, left_at(t, lv));
+            const Vec sleft = shift_in(s, left_at(t, ls));
+            const Vec cost = vabs(sub(load(rev + last_step - static_cast<std::size_t>(t)), bv));
+            Cell c = cell_step(cost, diag, sdiag, v, s, left, sleft);  // (10)/(11)
+            if (t < static_cast<long>(W)) {
+                // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
+                const Mask here = lane_mask(static_cast<std::size_t>(t));
+                c.value = select(here, d0, c.value);
+                c.start = select(here, j0v, c.start);
+            }
+            diag = left;
+            sdiag = sleft;
+            v = c.value;
+            s = c.start;
+            store(ov + static_cast<std::size_t>(t) * W, v);
+            store(os + static_cast<std::size_t>(t) * W, s);
+            cells_ += W;
+
+            const unsigned live = bits(le(v, ubv));
+            const long last_row = t - static_cast<long>(W) + 1;
+            if ((live >> (W - 1)) & 1u) {
+                if (out_first < 0 && last_row >= 0) out_first = last_row;
+                if (last_row < static_cast<long>(m)) out_last = last_row;
+            }
+            // Lane k = t - (m - 1) reaches the last row: an end candidate. Strict '<' keeps the
+            // earliest end on ties, as the published argmin.
+            const long k_end = t - static_cast<long>(m) + 1;
+            if (k_end >= 0 && ((live >> k_end) & 1u) != 0 && j0 + static_cast<std::size_t>(k_end) < n_) {
+                const double value = ov[static_cast<std::size_t>(t) * W + static_cast<std::size_t>(k_end)];
+                if (value < best.cost) {
+                    best = {value, j0 + static_cast<std::size_t>(k_end),
+                            static_cast<std::size_t>(os[static_cast<std::size_t>(t) * W + static_cast<std::size_t>(k_end)])};
+                    if (stop_at_first) return best;
+                    live_bound = value;  // UB tightens to the best end so far
+                    ubv = broadcast(live_bound);
+                }
+            }
+            if (t == static_cast<long>(last_step)) break;
+            if (live == 0 && bits(le(diag, ubv)) == 0 && t >= static_cast<long>(W) - 1) {
+                // No lane is live, nor any diagonal predecessor of the next step, and every first
+                // row has been read: nothing in this block is live until its left neighbour is
+                // again, and the cells there have only dead predecessors besides it.
+                const long next = left_live_from(t + 1);
+                if (next >= static_cast<long>(m)) break;
+                for (long x = t + 1; x < next; ++x) store(ov + static_cast<std::size_t>(x) * W, inf);
+                t = next - 1;
+                v = inf;
+                diag = inf;
             }
         }
-        return open_lanes == 0;
-    };
-
-    // Cells over UB keep their computed value instead of being set to infinity: that keeps the
-    // compare off the row-to-row dependency chain. A value computed from a subset of the
-    // predecessors is never below the true one, and every cell whose true value is <= UB has its
-    // best predecessor computed, so kept cells <= UB are exact and cells over UB never win (nor
-    // tie with a cell of an optimal path, so the carried starts of those cells are exact too).
-    // Only the previous column is needed: three column slots rotate (the previous one, A and B).
-    for (std::size_t j = 0; j < n_; ++j) {
-        if (prev_hi < 0 && !any(abs_lanes(a0 - ref[j]) <= ub)) continue;  // (8) >= |a1 - bj| > UB
-        const Lanes d0 = first_row_at(j);
-        if (prev_hi < 0 && !any(d0 <= ub)) continue;
-        const Lanes* prev = values(prev_slot);
-        const Lanes* prev_s = starts(prev_slot);
-        const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
-
-        // Column A = j and, fused in the same loop, column B = j + 1: B's row i needs A's rows i-1
-        // and i, so the two dependency chains run side by side.
-        const bool pair = j + 1 < n_;
-        const Lanes bA = ref[j];
-        const Lanes bB = pair ? ref[j + 1] : inf;
-        Lanes* colA = values(slot_a);
-        Lanes* sA = starts(slot_a);
-        Lanes* colB = values(slot_b);
-        Lanes* sB = starts(slot_b);
-        colA[0] = d0;
-        sA[0] = broadcast(static_cast<double>(j));
-        Step upA{d0, sA[0]};
-        Step upB{pair ? first_row_at(j + 1) : inf, broadcast(static_cast<double>(j + 1))};
-        colB[0] = upB.value;
-        sB[0] = upB.start;
-        const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m_);
-        std::size_t i = 1;
-        for (; i < reach; ++i) {
-            const Lanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
-            const Step diagB = upA;
-            upA = cell_step(abs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left,
-                            prev_s[i]);  // (10)/(11)
-            colA[i] = upA.value;
-            sA[i] = upA.start;
-            upB = cell_step(abs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value, upA.start);
-            colB[i] = upB.value;
-            sB[i] = upB.start;
-        }
-        const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
-        cells_ += rows_a;
-        const long live_a = last_live_row(colA, rows_a);
-        prev_slot = slot_a;
-        prev_hi = live_a;
-        if (finish_column(j, colA, sA, live_a)) break;
-        if (!pair) continue;
-
-        // Column B: rows beside A's computed rows, then its own vertical chain.
-        const bool b_needed = live_a >= 0 || any(colB[0] <= ub);
-        if (!b_needed) continue;
-        for (i = reach; i <= rows_a && i < m_; ++i) {
-            const Lanes left = i < rows_a ? colA[i] : inf;
-            upB = cell_step(abs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i]);
-            colB[i] = upB.value;
-            sB[i] = upB.start;
-        }
-        const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
-        cells_ += rows_b;
-        const long live_b = last_live_row(colB, rows_b);
-        prev_slot = slot_b;
-        prev_hi = live_b;
-        ++j;
-        if (finish_column(j, colB, sB, live_b)) break;
+        left_lo = first_step;
+        left_hi = t;
+        left_first = out_first;
+        left_last = out_last;
+        cur = 1 - cur;
+        j0 += W;
     }
-    for (std::size_t k = 0; k < kLanes; ++k) {
-        best_cost[k] = best[k];
-        best_start[k] = std::isfinite(best[k]) ? static_cast<std::size_t>(best_s[k]) : 0;
-    }
+    return best;
 }
 
 void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start,
@@ -411,47 +402,27 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
     out.end = end;
 }
 
-void StreamingMdtw::load_lanes(const Group& g, std::span<const double> windows) {
-    for (std::size_t i = 0; i < m_; ++i) {
-        Lanes v = broadcast(0.0);
-        for (std::size_t k = 0; k < g.lanes; ++k) v.set(k, windows[(g.first_joint + k) * m_ + i]);
-        lanes_window_[i] = v;
-    }
-}
-
 void StreamingMdtw::match(std::span<const double> windows) {
     if (windows.size() != joints_ * m_) {
         throw std::invalid_argument(fmt::format("{} window values given; expected {} joints x {} samples", windows.size(),
                                                 joints_, m_));
     }
-    for (const Group& g : groups_) {
-        Lanes ub = broadcast(-1.0);  // padding lanes never live
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            const auto a = windows.subspan((g.first_joint + k) * m_, m_);
-            ub.set(k, shifted_path_bound(g.first_joint + k, a));  // +inf on a stream's first sample
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        const auto a = windows.subspan(joint * m_, m_);
+        const Best best = sweep(joint, a, shifted_path_bound(joint, a), false);  // UB +inf on a stream's first sample
+        MatchResult& r = results_[joint];
+        if (!std::isfinite(best.cost)) {
+            // Only a window with a non-finite value gets here (every finite window has a match
+            // <= its bound). Report it as such; callers validate samples before matching.
+            r.cost = kInf;
+            r.start = r.end = 0;
+            r.path.clear();
+            tracked_[joint] = false;
+            continue;
         }
-        load_lanes(g, windows);
-        double best_cost[kLanes];
-        std::size_t best_end[kLanes] = {};
-        std::size_t best_start[kLanes] = {};
-        sweep(g, lanes_window_.get(), ub, false, best_cost, best_end, best_start);
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            const std::size_t joint = g.first_joint + k;
-            const auto a = windows.subspan(joint * m_, m_);
-            MatchResult& r = results_[joint];
-            if (!std::isfinite(best_cost[k])) {
-                // Only a window with a non-finite value gets here (every finite window has a match
-                // <= its bound). Report it as such; callers validate samples before matching.
-                r.cost = kInf;
-                r.start = r.end = 0;
-                r.path.clear();
-                tracked_[joint] = false;
-                continue;
-            }
-            rebuild_path(a, references_[joint], best_start[k], best_end[k], best_cost[k], r);
-            r.cost = best_cost[k];
-            tracked_[joint] = true;
-        }
+        rebuild_path(a, references_[joint], best.start, best.end, best.cost, r);
+        r.cost = best.cost;
+        tracked_[joint] = true;
     }
 }
 
@@ -460,30 +431,13 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
         throw std::invalid_argument(fmt::format("exists_within needs {} x {} window values, {} bounds and {} answers",
                                                 joints_, m_, joints_, joints_));
     }
-    for (const Group& g : groups_) {
-        Lanes ub = broadcast(-1.0);
-        bool open = false;
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            const std::size_t joint = g.first_joint + k;
-            const auto a = windows.subspan(joint * m_, m_);
-            if (shifted_path_bound(joint, a) <= tau[joint]) {
-                out[joint] = true;  // the shifted path itself is a match within tau
-            } else {
-                ub.set(k, tau[joint]);
-                open = true;
-            }
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        const auto a = windows.subspan(joint * m_, m_);
+        if (shifted_path_bound(joint, a) <= tau[joint]) {
+            out[joint] = true;  // the shifted path itself is a match within tau
+            continue;
         }
-        if (!open) continue;
-        load_lanes(g, windows);
-        double best_cost[kLanes];
-        std::size_t best_end[kLanes] = {};
-        std::size_t best_start[kLanes] = {};
-        sweep(g, lanes_window_.get(), ub, true, best_cost, best_end, best_start);
-        for (std::size_t k = 0; k < g.lanes; ++k) {
-            if (!(ub[k] >= 0.0)) continue;
-            const std::size_t joint = g.first_joint + k;
-            out[joint] = best_cost[k] <= tau[joint];
-        }
+        out[joint] = tau[joint] >= 0.0 && sweep(joint, a, tau[joint], true).cost <= tau[joint];
     }
 }
 

@@ -3,11 +3,12 @@
 // periodic (several near-identical cycles: the optimum jumps between them) and collision streams.
 // Every published result is compared with the streaming one (mismatches must be 0).
 //
-//   warpguard-bench-matcher [--quick] [--json FILE]
+//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N]   (--m/--n: only that size)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -175,13 +176,22 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick) {
 int main(int argc, char** argv) {
     bool quick = false;
     std::string json_path;
+    std::size_t only_m = 0, only_n = 0;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
         } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             json_path = argv[++i];
+        } else if ((std::strcmp(argv[i], "--m") == 0 || std::strcmp(argv[i], "--n") == 0) && i + 1 < argc) {
+            const bool is_m = argv[i][2] == 'm';
+            const long v = std::strtol(argv[++i], nullptr, 10);
+            if (v <= 0) {
+                std::fprintf(stderr, "%s must be a positive size, got '%s'\n", is_m ? "--m" : "--n", argv[i]);
+                return 2;
+            }
+            (is_m ? only_m : only_n) = static_cast<std::size_t>(v);
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--json FILE]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N]\n", argv[0]);
             return 2;
         }
     }
@@ -193,6 +203,7 @@ int main(int argc, char** argv) {
     for (Kind kind : {Kind::Smooth, Kind::Periodic, Kind::Collision}) {
         for (std::size_t m : {32, 64, 128}) {
             for (std::size_t n : {1000, 10000, 20000}) {
+                if ((only_m != 0 && m != only_m) || (only_n != 0 && n != only_n)) continue;
                 const Row r = run(kind, m, n, quick);
                 total_mismatches += r.mismatches;
                 std::printf("| %s | %zu | %zu | %.1f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %zu | %zu |\n", name(kind), m, n,

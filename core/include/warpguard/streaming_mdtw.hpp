@@ -7,18 +7,19 @@
 //    the old warping path minus its first row, plus the new sample paired with the old end or the
 //    next reference sample, is a valid path for the new window. Its cost is an upper bound UB on the
 //    optimum (O(m + span), no matrix).
-// 2. Exact pruned sweep of the whole reference. Columns are processed left to right; a cell whose
-//    cumulative value exceeds UB can never lie on an optimal path (local costs are >= 0), so it is
-//    dropped; a column whose left neighbour has no live cell and whose first-row value exceeds UB
-//    is skipped after one comparison; UB tightens to the best end found so far. Every cell that is
-//    kept has exactly the value the full matrix has, so the cost, the earliest best end and every
-//    tie-break agree with the published algorithm. Each cell also carries the reference index at
-//    which the path the published backtracking would follow from it begins (the same tie-breaking),
-//    so only three columns are ever stored: nothing is written per cell beyond them.
-// 3. The joints are matched together: up to eight joints share one sweep in the lanes of an
-//    8 x double vector (GCC vector extensions: two AVX2 registers where the build host has them,
-//    whose two independent dependency chains hide each other's latency).
-// 4. The warping path is rebuilt with the published recursion over the matched segment
+// 2. Exact pruned sweep of the whole reference, joint by joint. The reference is cut into blocks of
+//    W adjacent columns (W = the doubles of one vector register: 8 with AVX-512, 4 otherwise); a
+//    block is swept as a wavefront, lane k holding column j0 + k one row behind lane k - 1, so the
+//    W cells of a step are independent and the row-to-row dependency chain of one column is shared
+//    by W columns. A cell whose cumulative value exceeds UB can never lie on an optimal path (local
+//    costs are >= 0): a block with no live cell in its left neighbour and none in its first row is
+//    skipped, a block starts at the first live row of its left neighbour, jumps over rows where
+//    neither it nor its neighbour has a live cell and ends when neither has one left; UB tightens to
+//    the best end found so far. Every cell that is kept has exactly the value the full matrix has, so
+//    the cost, the earliest best end and every tie-break agree with the published algorithm. Each
+//    cell also carries the reference index at which the path the published backtracking would follow
+//    from it begins (the same tie-breaking), so only the block's own steps are ever stored.
+// 3. The warping path is rebuilt with the published recursion over the matched segment
 //    [start, end] only, and per row only over cells that can still be <= the optimum; every cell
 //    of the optimal path gets exactly its full-matrix value there, so the path and its ties are
 //    the published ones.
@@ -42,8 +43,6 @@ namespace warpguard {
 
 class StreamingMdtw {
 public:
-    static constexpr std::size_t kLanes = 8;
-
     // `references` holds one reference per joint, all of the same length n >= 1; they are copied.
     StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references);
     ~StreamingMdtw();
@@ -66,45 +65,38 @@ public:
     // Forget the previous matches (a new stream begins): the next match() runs without a bound.
     void reset();
 
-    // Statistics for benchmarks and diagnostics: cells computed by sweeps so far (per lane group).
+    // Statistics for benchmarks and diagnostics: cells computed by sweeps so far (every lane of
+    // every wavefront step, including the lanes outside the matrix at a block's two ends).
     std::uint64_t cells() const { return cells_; }
 
-    struct Lanes;  // kLanes doubles, one per joint of a group
-
 private:
-
-    struct Group {
-        std::size_t first_joint = 0;
-        std::size_t lanes = 0;  // joints in this group (the rest of the lanes are padding)
-        std::unique_ptr<Lanes[]> reference;  // n entries, lane k = joint first_joint + k
+    struct Best {
+        double cost;
+        std::size_t end, start;
     };
-
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 for one group: per lane the best cost, its (earliest) end and the start of its path.
-    // `stop_at_first` ends a lane's search at its first end <= ub (early-exit mode).
-    void sweep(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
-               std::size_t* best_end, std::size_t* best_start);
-    // Step 4 for one joint.
+    // Step 2 for one joint whose window is in the sweep's window buffer: the best cost (+inf if
+    // none <= ub), its earliest end and the start of its path. `stop_at_first` returns at the first
+    // end <= ub (early-exit mode).
+    Best sweep(std::size_t joint, std::span<const double> a, double ub, bool stop_at_first);
+    // Step 3 for one joint.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
-    // The group's windows, sample by sample, one joint per lane.
-    void load_lanes(const Group& g, std::span<const double> windows);
 
     std::size_t joints_;
     std::size_t m_;
     std::size_t n_;
     std::vector<std::vector<double>> references_;
-    std::vector<Group> groups_;
+    std::vector<std::unique_ptr<double[]>> padded_;  // per joint: the reference, then +inf
     std::vector<MatchResult> results_;
     std::vector<bool> tracked_;
 
-    // Three rotating column slots of m cells: values and carried path starts.
-    std::unique_ptr<Lanes[]> columns_;
-    std::unique_ptr<Lanes[]> starts_;
+    std::unique_ptr<double[]> reversed_;  // the window backwards, +inf outside it (wavefront loads)
+    struct Steps;                         // one block's wavefront steps: values and carried starts
+    std::unique_ptr<Steps> steps_;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
-    std::unique_ptr<Lanes[]> lanes_window_;  // m entries
     std::uint64_t cells_ = 0;
 };
 
