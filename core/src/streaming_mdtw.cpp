@@ -16,6 +16,7 @@ namespace warpguard {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr std::size_t kChunk = 64;  // columns per entry of the reference's value-range summary
 
 // One vector of W doubles: lane k is column j0 + k of a block. Only the handful of operations the
 // wavefront needs; every one is exact (min picks one of its inputs, |x| clears the sign bit).
@@ -96,6 +97,15 @@ inline Mask lane_mask(std::size_t k) {
 inline Vec shift_in(Vec v, Vec h) { return __builtin_shuffle(v, h, Mask{7, 0, 1, 2}); }
 #endif
 
+// dst[0] = v[W - 1].
+#if defined(__AVX512F__)
+inline void store_last(double* dst, Vec v) { _mm512_mask_storeu_pd(dst - (W - 1), static_cast<__mmask8>(0x80), v); }
+#elif defined(__AVX2__)
+inline void store_last(double* dst, Vec v) { _mm_storeh_pd(dst, _mm256_extractf128_pd(v, 1)); }
+#else
+inline void store_last(double* dst, Vec v) { dst[0] = v[W - 1]; }
+#endif
+
 inline double lane(Vec v, std::size_t k) {
     double x[W];
     store(x, v);
@@ -112,14 +122,6 @@ inline double first_row(std::span<const double> a, std::span<const double> b, st
 
 
 }  // namespace
-
-// One block's wavefront: step t holds lane k's cell of row t - k. Values and carried starts, for
-// the m + W - 1 steps of a block; two of them alternate (the block and its left neighbour).
-struct StreamingMdtw::Steps {
-    explicit Steps(std::size_t steps) : value{std::vector<double>(steps * W), std::vector<double>(steps * W)},
-                                        start{std::vector<double>(steps * W), std::vector<double>(steps * W)} {}
-    std::vector<double> value[2], start[2];
-};
 
 StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references)
     : joints_(references.size()),
@@ -145,9 +147,19 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
         std::fill(p.get() + n_, p.get() + n_ + W + 1, kInf);
         padded_.push_back(std::move(p));
     }
+    for (const auto& r : references_) {
+        std::vector<double> lo, hi;
+        for (std::size_t c = 0; c < n_; c += kChunk) {
+            const auto [mn, mx] = std::minmax_element(r.begin() + static_cast<std::ptrdiff_t>(c),
+                                                      r.begin() + static_cast<std::ptrdiff_t>(std::min(n_, c + kChunk)));
+            lo.push_back(*mn);
+            hi.push_back(*mx);
+        }
+        chunk_lo_.push_back(std::move(lo));
+        chunk_hi_.push_back(std::move(hi));
+    }
     for (auto& r : results_) r.path.reserve(m_ + n_);
-    reversed_.reset(new double[m_ + 2 * W]);
-    steps_ = std::make_unique<Steps>(m_ + W);
+    scratch_ = std::make_unique<Scratch>(m_);
     // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
     // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
     region_.reset(new double[m_ * n_]);
@@ -188,154 +200,323 @@ struct Cell {
 
 inline Cell cell_step(Vec cost, Vec diag, Vec sdiag, Vec up, Vec sup, Vec left, Vec sleft) {
     const Mask vertical = le(up, left);
-    const Vec v1 = select(vertical, up, left);
     const Vec s1 = select(vertical, sup, sleft);
-    return {add(cost, vmin(vmin(diag, left), up)), select(le(diag, v1), sdiag, s1)};
+    // cost + min(diag, up, left), written so that the horizontal neighbour, the one computed in the
+    // previous step of the wavefront, passes through one addition and one min only. Rounding is
+    // monotone, so min(fl(c + x), fl(c + y)) = fl(c + min(x, y)): bit-identical to (11).
+    const Vec value = vmin(add(cost, vmin(diag, up)), add(cost, left));
+    return {value, select(le(diag, vmin(up, left)), sdiag, s1)};
 }
 
 }  // namespace
 
-StreamingMdtw::Best StreamingMdtw::sweep(std::size_t joint, std::span<const double> a, double ub, bool stop_at_first) {
-    const double* b = padded_[joint].get();
-    const std::size_t m = m_;
-    const std::size_t last_step = m + W - 2;  // the step at which the last lane reaches row m - 1
-    // The window backwards: at step t, lane k's row t - k is reversed[last_step - t + k]; rows
-    // outside the window read +inf, so a lane that has not begun or is past the window holds +inf.
-    double* rev = reversed_.get();
-    for (std::size_t y = 0; y < m + 2 * W; ++y) {
-        const long i = static_cast<long>(last_step) - static_cast<long>(y);
-        rev[y] = i >= 0 && i < static_cast<long>(m) ? a[static_cast<std::size_t>(i)] : kInf;
-    }
-    const Vec inf = broadcast(kInf);
-    const Vec a0 = broadcast(a[0]), a1 = broadcast(a[1]);
-    // Live: <= UB and finite (the first sample of a stream has UB = +inf and prunes nothing).
-    double live_bound = std::min(ub, std::numeric_limits<double>::max());
-    Vec ubv = broadcast(live_bound);
-    Best best{kInf, 0, 0};
+namespace {
 
-    // Rule (8), or (9) in the last column, for the W columns from j0 (+inf beyond the reference).
-    auto first_row_at = [&](std::size_t j0) {
-        const Vec bj = load(b + j0), bj1 = load(b + j0 + 1);
-        return add(vabs(sub(a0, bj)), vmin(vmin(vabs(sub(a1, bj1)), vabs(sub(a1, bj))), vabs(sub(a0, bj1))));
-    };
+// Rows -2W .. m + W - 1 of a column, rounded up to whole vectors.
+inline std::size_t column_buffer_size(std::size_t m) { return (m + 3 * W + W - 1) / W * W; }
 
-    // The left neighbour of the current block: the previous block's last lane. Its row r was
-    // computed at that block's step r + W - 1, within [left_lo, left_hi]; rows it has <= UB lie in
-    // [left_first, left_last] (left_first = -1: none, the block begins afresh).
-    int cur = 0;
-    long left_lo = 0, left_hi = -1, left_first = -1, left_last = -1;
-    auto left_live_from = [&](long r) {  // first row >= r where the left neighbour is live; m if none
-        const double* v = steps_->value[1 - cur].data();
-        for (; r <= left_last; ++r) {
-            const long s = r + static_cast<long>(W) - 1;
-            if (s >= left_lo && s <= left_hi && v[static_cast<std::size_t>(s) * W + W - 1] <= live_bound) return r;
-        }
-        return static_cast<long>(m);
-    };
-
+// One joint's pruned sweep (step 2), advanced one wavefront step at a time so that the sweeps of
+// two joints can run interleaved: their dependency chains are independent, and one step alone
+// waits on its own chain (a shift, an addition and a min per step) most of the time.
+//
+// A block hands its last column to the next block through a column buffer (row r at index
+// r + 2W, +inf where the block computed nothing); two buffers alternate.
+struct Cursor {
+    // The joint.
+    const double* b = nullptr;          // reference, +inf after column n - 1
+    const double* chunk_lo = nullptr;   // min and max of b over each kChunk columns
+    const double* chunk_hi = nullptr;
+    const double* rev = nullptr;        // the window backwards, +inf outside it
+    double* col_values[2] = {};         // the previous block's last column and this block's
+    double* col_starts[2] = {};
+    std::size_t n = 0, m = 0, last_step = 0, col_size = 0;
+    bool stop_at_first = false;
+    // The bound and the answer.
+    double a0s = 0;
+    double live_bound = 0;  // live: <= UB and finite
+    Vec ubv, a0, a1, inf, iota, zero;
+    double best_cost = kInf;
+    std::size_t best_end = 0, best_start = 0;
+    std::uint64_t cells = 0;
+    // The block.
     std::size_t j0 = 0;
-    while (j0 < n_) {
-        Vec d0;
-        unsigned row0_live;
-        if (left_first < 0) {
-            // Nothing enters from the left: find the next column whose first row is live ((8) is
-            // >= |a0 - bj|, a cheap filter), and start the block there.
+    int cur = 0;
+    bool fresh = true;   // no left neighbour: the next block begins where a first row is live
+    long left_from = 0;  // the first row the left neighbour computed
+    Vec d0, bv, j0v;
+    long t = 0, first_step = 0;
+    Vec v, s, diag, sdiag;
+
+    static constexpr std::size_t kRow0 = 2 * W;  // index of row 0 in a column buffer
+
+    __attribute__((always_inline)) void start(const double* ref, const double* lo, const double* hi, double* window_rev,
+                                              double* const* vals, double* const* stas, std::size_t n_, std::size_t m_,
+                                              std::span<const double> a, double ub, bool first_only) {
+        b = ref;
+        chunk_lo = lo;
+        chunk_hi = hi;
+        n = n_;
+        m = m_;
+        last_step = m + W - 2;  // the step at which the last lane reaches row m - 1
+        col_size = column_buffer_size(m);
+        // At step t, lane k's row t - k is rev[last_step - t + k]; rows outside the window read
+        // +inf, so a lane that has not begun or is past the window holds +inf.
+        for (std::size_t y = 0; y < m + 2 * W; ++y) {
+            const long i = static_cast<long>(last_step) - static_cast<long>(y);
+            window_rev[y] = i >= 0 && i < static_cast<long>(m) ? a[static_cast<std::size_t>(i)] : kInf;
+        }
+        rev = window_rev;
+        for (int k = 0; k < 2; ++k) {
+            col_values[k] = vals[k];
+            col_starts[k] = stas[k];
+        }
+        stop_at_first = first_only;
+        a0s = a[0];
+        a0 = broadcast(a[0]);
+        a1 = broadcast(a[1]);
+        inf = broadcast(kInf);
+        zero = broadcast(0.0);
+        double x[W];
+        for (std::size_t k = 0; k < W; ++k) x[k] = static_cast<double>(k);
+        iota = load(x);
+        live_bound = std::min(ub, std::numeric_limits<double>::max());  // UB = +inf prunes nothing
+        ubv = broadcast(live_bound);
+        best_cost = kInf;
+        best_end = best_start = 0;
+        cells = 0;
+        j0 = 0;
+        cur = 0;
+        fresh = true;
+    }
+
+    // Rule (8), or (9) in the last column, for the W columns from j (+inf beyond the reference).
+    __attribute__((always_inline)) Vec first_row_at(std::size_t j) const {
+        const Vec bj = load(b + j), bj1 = load(b + j + 1);
+        return add(vabs(sub(a0, bj)), vmin(vmin(vabs(sub(a1, bj1)), vabs(sub(a1, bj))), vabs(sub(a0, bj1))));
+    }
+
+    // First row in [r, m) at which column buffer `col` is live; -1 if none.
+    long first_live_row(const double* col, long r) const {
+        for (; r < static_cast<long>(m); r += static_cast<long>(W)) {
+            const unsigned live = bits(le(load(col + kRow0 + static_cast<std::size_t>(r)), ubv));
+            if (live != 0) {
+                const long row = r + __builtin_ctz(live);
+                return row < static_cast<long>(m) ? row : -1;
+            }
+        }
+        return -1;
+    }
+
+    // Positions the cursor at the next block to sweep; false when the sweep is over.
+    __attribute__((always_inline)) bool begin_block() {
+        unsigned row0_live = 0;
+        long first = 0;
+        if (!fresh) {
+            // The block right of the last one. Rows above the first live one (of its first row or of
+            // its left neighbour) are all over UB.
+            if (j0 >= n) return false;
+            d0 = first_row_at(j0);
+            row0_live = bits(le(d0, ubv));
+            if (row0_live == 0) {
+                first = first_live_row(col_values[1 - cur], left_from);
+                fresh = first < 0;  // nothing is live in it: the search below passes it over
+            }
+        }
+        if (fresh) {
+            // Nothing enters from the left: find the next column whose first row is live and start
+            // the block there. (8) is >= |a0 - bj|: whole chunks of the reference whose values are
+            // all farther than UB from a0 are passed over, then W columns at a time.
             for (;; j0 += W) {
-                if (j0 >= n_) return best;
+                if (j0 >= n) return false;
+                const std::size_t c = j0 / kChunk;
+                if (a0s - live_bound > chunk_hi[c] || a0s + live_bound < chunk_lo[c]) {
+                    j0 = (c + 1) * kChunk - W;  // the loop adds W
+                    continue;
+                }
                 if (bits(le(vabs(sub(a0, load(b + j0))), ubv)) == 0) continue;
-                d0 = first_row_at(j0);
-                row0_live = bits(le(d0, ubv));
+                row0_live = bits(le(first_row_at(j0), ubv));
                 if (row0_live != 0) break;
             }
             j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
             d0 = first_row_at(j0);
-            row0_live = bits(le(d0, ubv));
-            left_lo = 0;  // the previous block, if any, is not this one's neighbour
-            left_hi = -1;
-        } else {
-            d0 = first_row_at(j0);
-            row0_live = bits(le(d0, ubv));
+            first = 0;
+            // The previous block, if any, is not this one's neighbour: nothing enters from the left.
+            double* left = col_values[1 - cur];
+            for (std::size_t x = 0; x < col_size; x += W) store(left + x, inf);
         }
-        const Vec bv = load(b + j0);
-        const Vec j0v = [&] {
-            double s[W];
-            for (std::size_t k = 0; k < W; ++k) s[k] = static_cast<double>(j0 + k);
-            return load(s);
-        }();
+        bv = load(b + j0);
+        j0v = add(broadcast(static_cast<double>(j0)), iota);
+        t = first;
+        first_step = t;
+        double* out = col_values[cur];
+        for (std::size_t x = 0; x < col_size; x += W) store(out + x, inf);
+        v = inf;
+        s = zero;
+        diag = inf;  // the previous step's left neighbours
+        sdiag = zero;
+        return true;
+    }
 
-        // Rows above the first live one (of the first row or of the left neighbour) are all over UB.
-        long t = row0_live != 0 ? 0 : left_first;
-        const double* lv = steps_->value[1 - cur].data();
-        const double* ls = steps_->start[1 - cur].data();
-        double* ov = steps_->value[cur].data();
-        double* os = steps_->start[cur].data();
-        auto left_at = [&](long row, const double* base) {  // the vector whose last lane is the left cell
-            const long s = row + static_cast<long>(W) - 1;
-            return s >= left_lo && s <= left_hi ? load(base + static_cast<std::size_t>(s) * W) : inf;
-        };
-        Vec v = inf, s = broadcast(0.0);
-        Vec diag = inf, sdiag = s;  // the previous step's left neighbours
-        const long first_step = t;
-        long out_first = -1, out_last = -1;  // live rows of this block's last lane
-        for (;; ++t) {
-            const Vec left = shift_in(v, left_at(t, lv));
-            const Vec sleft = shift_in(s, left_at(t, ls));
-            const Vec cost = vabs(sub(load(rev + last_step - static_cast<std::size_t>(t)), bv));
-            Cell c = cell_step(cost, diag, sdiag, v, s, left, sleft);  // (10)/(11)
-            if (t < static_cast<long>(W)) {
-                // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
-                const Mask here = lane_mask(static_cast<std::size_t>(t));
-                c.value = select(here, d0, c.value);
-                c.start = select(here, j0v, c.start);
-            }
-            diag = left;
-            sdiag = sleft;
-            v = c.value;
-            s = c.start;
-            store(ov + static_cast<std::size_t>(t) * W, v);
-            store(os + static_cast<std::size_t>(t) * W, s);
-            cells_ += W;
+    // One wavefront step: lane k computes row t - k of column j0 + k. False when the block is done.
+    // The block's running state (the last step's values and starts, the left neighbours of the
+    // step before, the step) is passed in by the caller, who keeps it in registers.
+    template <bool kFirstRows>
+    __attribute__((always_inline)) bool step_at(Vec& v, Vec& s, Vec& diag, Vec& sdiag, long& t) {
+        const std::size_t ti = static_cast<std::size_t>(t);
+        const Vec left = shift_in(v, broadcast(col_values[1 - cur][kRow0 + ti]));
+        const Vec sleft = shift_in(s, broadcast(col_starts[1 - cur][kRow0 + ti]));
+        const Vec cost = vabs(sub(load(rev + last_step - ti), bv));
+        Cell c = cell_step(cost, diag, sdiag, v, s, left, sleft);  // (10)/(11)
+        if (kFirstRows) {
+            // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
+            const Mask here = lane_mask(ti);
+            c.value = select(here, d0, c.value);
+            c.start = select(here, j0v, c.start);
+        }
+        diag = left;
+        sdiag = sleft;
+        v = c.value;
+        s = c.start;
+        // The last lane, row t - W + 1, goes to the column buffer.
+        store_last(col_values[cur] + kRow0 + ti + 1 - W, v);
+        store_last(col_starts[cur] + kRow0 + ti + 1 - W, s);
+        cells += W;
 
-            const unsigned live = bits(le(v, ubv));
-            const long last_row = t - static_cast<long>(W) + 1;
-            if ((live >> (W - 1)) & 1u) {
-                if (out_first < 0 && last_row >= 0) out_first = last_row;
-                if (last_row < static_cast<long>(m)) out_last = last_row;
-            }
+        if (t >= static_cast<long>(m) - 1) {
             // Lane k = t - (m - 1) reaches the last row: an end candidate. Strict '<' keeps the
             // earliest end on ties, as the published argmin.
-            const long k_end = t - static_cast<long>(m) + 1;
-            if (k_end >= 0 && ((live >> k_end) & 1u) != 0 && j0 + static_cast<std::size_t>(k_end) < n_) {
-                const double value = ov[static_cast<std::size_t>(t) * W + static_cast<std::size_t>(k_end)];
-                if (value < best.cost) {
-                    best = {value, j0 + static_cast<std::size_t>(k_end),
-                            static_cast<std::size_t>(os[static_cast<std::size_t>(t) * W + static_cast<std::size_t>(k_end)])};
-                    if (stop_at_first) return best;
+            const std::size_t k_end = ti + 1 - m;
+            if (k_end < W && ((bits(le(v, ubv)) >> k_end) & 1u) != 0) {
+                const double value = lane(v, k_end);
+                if (value < best_cost) {
+                    best_cost = value;
+                    best_end = j0 + k_end;
+                    best_start = static_cast<std::size_t>(lane(s, k_end));
+                    if (stop_at_first) {
+                        j0 = n;  // answered: no further block
+                        return false;
+                    }
                     live_bound = value;  // UB tightens to the best end so far
                     ubv = broadcast(live_bound);
                 }
             }
-            if (t == static_cast<long>(last_step)) break;
-            if (live == 0 && bits(le(diag, ubv)) == 0 && t >= static_cast<long>(W) - 1) {
-                // No lane is live, nor any diagonal predecessor of the next step, and every first
-                // row has been read: nothing in this block is live until its left neighbour is
-                // again, and the cells there have only dead predecessors besides it.
-                const long next = left_live_from(t + 1);
-                if (next >= static_cast<long>(m)) break;
-                for (long x = t + 1; x < next; ++x) store(ov + static_cast<std::size_t>(x) * W, inf);
-                t = next - 1;
-                v = inf;
-                diag = inf;
-            }
+            if (t == static_cast<long>(last_step)) return false;
         }
-        left_lo = first_step;
-        left_hi = t;
-        left_first = out_first;
-        left_last = out_last;
+        if (!kFirstRows && bits(le(vmin(v, diag), ubv)) == 0) {
+            // No lane is live, nor any diagonal predecessor of the next step, and every first row
+            // has been read: nothing in this block is live until its left neighbour is again,
+            // and the cells there have only dead predecessors besides it.
+            const long next = first_live_row(col_values[1 - cur], t + 1);
+            if (next < 0) return false;
+            t = next - 1;
+            v = inf;
+            diag = inf;
+        }
+        ++t;
+        return true;
+    }
+
+    __attribute__((always_inline)) bool step(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, long& t_) {
+        return t_ < static_cast<long>(W) ? step_at<true>(v_, s_, diag_, sdiag_, t_)
+                                         : step_at<false>(v_, s_, diag_, sdiag_, t_);
+    }
+
+    // Steps the current block to its end. Its state lives in locals (registers) meanwhile.
+    __attribute__((always_inline)) void run_block() {
+        Vec v_ = v, s_ = s, diag_ = diag, sdiag_ = sdiag;
+        long t_ = t;
+        while (step(v_, s_, diag_, sdiag_, t_)) {
+        }
+        t = t_;
+    }
+
+    __attribute__((always_inline)) void end_block() {
+        left_from = std::max(0L, first_step - static_cast<long>(W) + 1);  // the first row it wrote
+        fresh = false;
         cur = 1 - cur;
         j0 += W;
     }
-    return best;
+
+    // Runs the sweep to its end alone.
+    __attribute__((always_inline)) void run() {
+        while (begin_block()) {
+            run_block();
+            end_block();
+        }
+    }
+};
+
+}  // namespace
+
+struct StreamingMdtw::Scratch {
+    explicit Scratch(std::size_t m) {
+        for (int c = 0; c < 2; ++c) {
+            reversed[c].assign(m + 2 * W, 0.0);
+            for (int k = 0; k < 2; ++k) {
+                values[c][k].assign(column_buffer_size(m), kInf);
+                starts[c][k].assign(column_buffer_size(m), 0.0);
+            }
+        }
+    }
+    std::vector<double> reversed[2];
+    std::vector<double> values[2][2], starts[2][2];  // per cursor: two column buffers
+};
+
+void StreamingMdtw::sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
+                          bool stop_at_first, Found* found) {
+    Cursor cursor[2];
+    const std::size_t count = joints.size();
+    for (std::size_t c = 0; c < count; ++c) {
+        const std::size_t joint = joints[c];
+        double* vals[2] = {scratch_->values[c][0].data(), scratch_->values[c][1].data()};
+        double* stas[2] = {scratch_->starts[c][0].data(), scratch_->starts[c][1].data()};
+        cursor[c].start(padded_[joint].get(), chunk_lo_[joint].data(), chunk_hi_[joint].data(),
+                        scratch_->reversed[c].data(), vals, stas, n_, m_, windows.subspan(joint * m_, m_), ub[c],
+                        stop_at_first);
+    }
+    if (count == 2) {
+        // Both sweeps step by step, side by side, until one is over; the other finishes alone. The
+        // blocks' running states live in locals (registers) while both step.
+        Cursor& x = cursor[0];
+        Cursor& y = cursor[1];
+        bool bx = x.begin_block(), by = y.begin_block();
+        while (bx && by) {
+            Vec vx = x.v, sx = x.s, dx = x.diag, sdx = x.sdiag;
+            Vec vy = y.v, sy = y.s, dy = y.diag, sdy = y.sdiag;
+            long tx = x.t, ty = y.t;
+            bool gx = true, gy = true;
+            while (gx && gy) {
+                gx = x.step(vx, sx, dx, sdx, tx);
+                gy = y.step(vy, sy, dy, sdy, ty);
+            }
+            x.v = vx, x.s = sx, x.diag = dx, x.sdiag = sdx, x.t = tx;
+            y.v = vy, y.s = sy, y.diag = dy, y.sdiag = sdy, y.t = ty;
+            if (!gx) {
+                x.end_block();
+                bx = x.begin_block();
+            }
+            if (!gy) {
+                y.end_block();
+                by = y.begin_block();
+            }
+        }
+        if (bx) {
+            x.run_block();
+            x.end_block();
+            x.run();
+        }
+        if (by) {
+            y.run_block();
+            y.end_block();
+            y.run();
+        }
+    } else {
+        cursor[0].run();
+    }
+    for (std::size_t c = 0; c < count; ++c) {
+        found[c] = {cursor[c].best_cost, cursor[c].best_end, cursor[c].best_start};
+        cells_ += cursor[c].cells;
+    }
 }
 
 void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start,
@@ -407,22 +588,33 @@ void StreamingMdtw::match(std::span<const double> windows) {
         throw std::invalid_argument(fmt::format("{} window values given; expected {} joints x {} samples", windows.size(),
                                                 joints_, m_));
     }
-    for (std::size_t joint = 0; joint < joints_; ++joint) {
-        const auto a = windows.subspan(joint * m_, m_);
-        const Best best = sweep(joint, a, shifted_path_bound(joint, a), false);  // UB +inf on a stream's first sample
-        MatchResult& r = results_[joint];
-        if (!std::isfinite(best.cost)) {
-            // Only a window with a non-finite value gets here (every finite window has a match
-            // <= its bound). Report it as such; callers validate samples before matching.
-            r.cost = kInf;
-            r.start = r.end = 0;
-            r.path.clear();
-            tracked_[joint] = false;
-            continue;
+    for (std::size_t first = 0; first < joints_; first += 2) {
+        const std::size_t pair[2] = {first, first + 1};
+        const std::size_t count = std::min<std::size_t>(2, joints_ - first);
+        double ub[2];
+        for (std::size_t c = 0; c < count; ++c) {
+            // +inf on a stream's first sample
+            ub[c] = shifted_path_bound(pair[c], windows.subspan(pair[c] * m_, m_));
         }
-        rebuild_path(a, references_[joint], best.start, best.end, best.cost, r);
-        r.cost = best.cost;
-        tracked_[joint] = true;
+        Found found[2];
+        sweep(std::span<const std::size_t>(pair, count), windows, ub, false, found);
+        for (std::size_t c = 0; c < count; ++c) {
+            const std::size_t joint = pair[c];
+            MatchResult& r = results_[joint];
+            if (!std::isfinite(found[c].cost)) {
+                // Only a window with a non-finite value gets here (every finite window has a match
+                // <= its bound). Report it as such; callers validate samples before matching.
+                r.cost = kInf;
+                r.start = r.end = 0;
+                r.path.clear();
+                tracked_[joint] = false;
+                continue;
+            }
+            rebuild_path(windows.subspan(joint * m_, m_), references_[joint], found[c].start, found[c].end,
+                         found[c].cost, r);
+            r.cost = found[c].cost;
+            tracked_[joint] = true;
+        }
     }
 }
 
@@ -437,7 +629,9 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
             out[joint] = true;  // the shifted path itself is a match within tau
             continue;
         }
-        out[joint] = tau[joint] >= 0.0 && sweep(joint, a, tau[joint], true).cost <= tau[joint];
+        Found found;
+        if (tau[joint] >= 0.0) sweep(std::span<const std::size_t>(&joint, 1), windows, &tau[joint], true, &found);
+        out[joint] = tau[joint] >= 0.0 && found.cost <= tau[joint];
     }
 }
 

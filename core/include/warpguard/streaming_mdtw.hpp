@@ -70,16 +70,17 @@ public:
     std::uint64_t cells() const { return cells_; }
 
 private:
-    struct Best {
-        double cost;
-        std::size_t end, start;
+    struct Found {
+        double cost = 0;  // +inf if no end <= the bound
+        std::size_t end = 0, start = 0;
     };
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 for one joint whose window is in the sweep's window buffer: the best cost (+inf if
-    // none <= ub), its earliest end and the start of its path. `stop_at_first` returns at the first
-    // end <= ub (early-exit mode).
-    Best sweep(std::size_t joint, std::span<const double> a, double ub, bool stop_at_first);
+    // Step 2 for one or two joints (two sweeps interleaved step by step) with bounds ub[]: per
+    // joint the best cost, its earliest end and the start of its path. `stop_at_first` returns at
+    // the first end <= ub (early-exit mode).
+    void sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
+               bool stop_at_first, Found* found);
     // Step 3 for one joint.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
@@ -92,9 +93,9 @@ private:
     std::vector<MatchResult> results_;
     std::vector<bool> tracked_;
 
-    std::unique_ptr<double[]> reversed_;  // the window backwards, +inf outside it (wavefront loads)
-    struct Steps;                         // one block's wavefront steps: values and carried starts
-    std::unique_ptr<Steps> steps_;
+    std::vector<std::vector<double>> chunk_lo_, chunk_hi_;  // per joint: value range of each 64 columns
+    struct Scratch;  // per interleaved sweep: the window backwards and the blocks' wavefront steps
+    std::unique_ptr<Scratch> scratch_;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
     std::uint64_t cells_ = 0;
