@@ -545,18 +545,31 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
         double* row = d + i * w;
         const double ai = a[i];
         const std::size_t ul = lo[i - 1], uh = hi[i - 1];
-        auto upper = [&](std::size_t x) { return x >= ul && x < uh ? up[x] : kInf; };
         std::size_t x = ul;
         if (x >= uh) {  // no cell above is <= cost, so none in this row is (cannot happen on the path's rows)
             lo[i] = hi[i] = 0;
             continue;
         }
-        double left = kInf;  // cells left of the first live one above are all over cost
-        for (; x < w; ++x) {
-            if (x > uh && !(left <= cost)) break;  // only the horizontal predecessor is left, and it is over
-            const double diag = x > 0 ? upper(x - 1) : kInf;
-            left = std::abs(ai - b[start + x]) + std::min({diag, left, upper(x)});  // (10)/(11)
+        // (10)/(11), written as min(c + min(diag, up), c + left) so that the horizontal chain is one
+        // addition and one min (rounding is monotone: the same value as c + min(diag, up, left)).
+        // Cells left of the first live one above are all over cost, so the first cell has only its
+        // upper neighbour; beyond the last live one above only the horizontal one is left.
+        const double* bs = b.data() + start;
+        double left = std::abs(ai - bs[x]) + up[x];
+        row[x] = left;
+        for (++x; x < uh; ++x) {
+            const double c = std::abs(ai - bs[x]);
+            left = std::min(c + std::min(up[x - 1], up[x]), c + left);
             row[x] = left;
+        }
+        if (x < w) {  // diagonal from the last live cell above
+            const double c = std::abs(ai - bs[x]);
+            left = std::min(c + up[x - 1], c + left);
+            row[x] = left;
+            for (++x; x < w && left <= cost; ++x) {
+                left += std::abs(ai - bs[x]);
+                row[x] = left;
+            }
         }
         live_bounds(i, ul, x);
     }
