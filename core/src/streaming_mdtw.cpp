@@ -227,8 +227,7 @@ struct Cursor {
     const double* chunk_lo = nullptr;   // min and max of b over each kChunk columns
     const double* chunk_hi = nullptr;
     const double* rev = nullptr;        // the window backwards, +inf outside it
-    double* col_values[2] = {};         // the previous block's last column and this block's
-    double* col_starts[2] = {};
+    double* col_values[2] = {};         // the previous block's last column and this block's (then starts)
     std::size_t n = 0, m = 0, last_step = 0, col_size = 0;
     bool stop_at_first = false;
     // The bound and the answer.
@@ -244,13 +243,14 @@ struct Cursor {
     bool fresh = true;   // no left neighbour: the next block begins where a first row is live
     long left_from = 0;  // the first row the left neighbour computed
     Vec d0, bv, j0v;
-    long t = 0, first_step = 0;
+    long t = 0, first_step = 0, skipped = 0;
     Vec v, s, diag, sdiag;
+    std::size_t starts_offset = 0;  // from a column buffer's values to its starts
 
     static constexpr std::size_t kRow0 = 2 * W;  // index of row 0 in a column buffer
 
     __attribute__((always_inline)) void start(const double* ref, const double* lo, const double* hi, double* window_rev,
-                                              double* const* vals, double* const* stas, std::size_t n_, std::size_t m_,
+                                              double* const* vals, std::size_t n_, std::size_t m_,
                                               std::span<const double> a, double ub, bool first_only) {
         b = ref;
         chunk_lo = lo;
@@ -259,6 +259,7 @@ struct Cursor {
         m = m_;
         last_step = m + W - 2;  // the step at which the last lane reaches row m - 1
         col_size = column_buffer_size(m);
+        starts_offset = col_size;
         // At step t, lane k's row t - k is rev[last_step - t + k]; rows outside the window read
         // +inf, so a lane that has not begun or is past the window holds +inf.
         for (std::size_t y = 0; y < m + 2 * W; ++y) {
@@ -266,10 +267,7 @@ struct Cursor {
             window_rev[y] = i >= 0 && i < static_cast<long>(m) ? a[static_cast<std::size_t>(i)] : kInf;
         }
         rev = window_rev;
-        for (int k = 0; k < 2; ++k) {
-            col_values[k] = vals[k];
-            col_starts[k] = stas[k];
-        }
+        for (int k = 0; k < 2; ++k) col_values[k] = vals[k];  // values, then starts
         stop_at_first = first_only;
         a0s = a[0];
         a0 = broadcast(a[0]);
@@ -348,6 +346,7 @@ struct Cursor {
         j0v = add(broadcast(static_cast<double>(j0)), iota);
         t = first;
         first_step = t;
+        skipped = 0;
         double* out = col_values[cur];
         for (std::size_t x = 0; x < col_size; x += W) store(out + x, inf);
         v = inf;
@@ -357,80 +356,115 @@ struct Cursor {
         return true;
     }
 
-    // One wavefront step: lane k computes row t - k of column j0 + k. False when the block is done.
-    // The block's running state (the last step's values and starts, the left neighbours of the
-    // step before, the step) is passed in by the caller, who keeps it in registers.
-    template <bool kFirstRows>
-    __attribute__((always_inline)) bool step_at(Vec& v, Vec& s, Vec& diag, Vec& sdiag, long& t) {
+    // The running state of a block, kept in registers by whoever steps it: the last step's values
+    // and starts, the left neighbours of the step before, the bound, the step and pointers to the
+    // step's row of the left column (read), of this block's column (written) and of the window.
+    struct Regs {
+        Vec v, s, diag, sdiag, ubv;
+        long t;
+        const double* left;  // row t of the left neighbour's values; its starts `so` further on
+        double* out;         // row t - W + 1 of this block's values
+        const double* win;   // rev + last_step - t
+    };
+
+    __attribute__((always_inline)) Regs regs() const {
         const std::size_t ti = static_cast<std::size_t>(t);
-        const Vec left = shift_in(v, broadcast(col_values[1 - cur][kRow0 + ti]));
-        const Vec sleft = shift_in(s, broadcast(col_starts[1 - cur][kRow0 + ti]));
-        const Vec cost = vabs(sub(load(rev + last_step - ti), bv));
-        Cell c = cell_step(cost, diag, sdiag, v, s, left, sleft);  // (10)/(11)
+        return {v, s, diag, sdiag, ubv, t, col_values[1 - cur] + kRow0 + ti, col_values[cur] + kRow0 + ti + 1 - W,
+                rev + last_step - ti};
+    }
+    __attribute__((always_inline)) void save(const Regs& r) {
+        v = r.v, s = r.s, diag = r.diag, sdiag = r.sdiag, t = r.t;
+    }
+
+    // One wavefront step: lane k computes row t - k of column j0 + k. False when the block is done.
+    template <bool kFirstRows>
+    __attribute__((always_inline)) bool step_at(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, Vec& ubv_, long& t_,
+                                                const double*& left_, double*& out_, const double*& win_) {
+        const Vec left = shift_in(v_, broadcast(left_[0]));
+        const Vec sleft = shift_in(s_, broadcast(left_[starts_offset]));
+        const Vec cost = vabs(sub(load(win_), bv));
+        Cell c = cell_step(cost, diag_, sdiag_, v_, s_, left, sleft);  // (10)/(11)
         if (kFirstRows) {
             // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
-            const Mask here = lane_mask(ti);
+            const Mask here = lane_mask(static_cast<std::size_t>(t_));
             c.value = select(here, d0, c.value);
             c.start = select(here, j0v, c.start);
         }
-        diag = left;
-        sdiag = sleft;
-        v = c.value;
-        s = c.start;
+        diag_ = left;
+        sdiag_ = sleft;
+        v_ = c.value;
+        s_ = c.start;
         // The last lane, row t - W + 1, goes to the column buffer.
-        store_last(col_values[cur] + kRow0 + ti + 1 - W, v);
-        store_last(col_starts[cur] + kRow0 + ti + 1 - W, s);
-        cells += W;
+        store_last(out_, v_);
+        store_last(out_ + starts_offset, s_);
 
-        if (t >= static_cast<long>(m) - 1) {
+        if (t_ >= static_cast<long>(m) - 1) {
             // Lane k = t - (m - 1) reaches the last row: an end candidate. Strict '<' keeps the
             // earliest end on ties, as the published argmin.
-            const std::size_t k_end = ti + 1 - m;
-            if (k_end < W && ((bits(le(v, ubv)) >> k_end) & 1u) != 0) {
-                const double value = lane(v, k_end);
+            const std::size_t k_end = static_cast<std::size_t>(t_) + 1 - m;
+            if (k_end < W && ((bits(le(v_, ubv_)) >> k_end) & 1u) != 0) {
+                const double value = lane(v_, k_end);
                 if (value < best_cost) {
                     best_cost = value;
                     best_end = j0 + k_end;
-                    best_start = static_cast<std::size_t>(lane(s, k_end));
+                    best_start = static_cast<std::size_t>(lane(s_, k_end));
                     if (stop_at_first) {
                         j0 = n;  // answered: no further block
                         return false;
                     }
                     live_bound = value;  // UB tightens to the best end so far
                     ubv = broadcast(live_bound);
+                    ubv_ = ubv;
                 }
             }
-            if (t == static_cast<long>(last_step)) return false;
+            if (t_ == static_cast<long>(last_step)) return false;
         }
-        if (!kFirstRows && bits(le(vmin(v, diag), ubv)) == 0) {
+        if (!kFirstRows && bits(le(vmin(v_, diag_), ubv_)) == 0) {
             // No lane is live, nor any diagonal predecessor of the next step, and every first row
             // has been read: nothing in this block is live until its left neighbour is again,
             // and the cells there have only dead predecessors besides it.
-            const long next = first_live_row(col_values[1 - cur], t + 1);
+            const long next = first_live_row(col_values[1 - cur], t_ + 1);
             if (next < 0) return false;
-            t = next - 1;
-            v = inf;
-            diag = inf;
+            const long skip = next - 1 - t_;
+            skipped += skip;
+            t_ += skip;
+            left_ += skip;
+            out_ += skip;
+            win_ -= skip;
+            v_ = inf;
+            diag_ = inf;
         }
-        ++t;
+        ++t_;
+        ++left_;
+        ++out_;
+        --win_;
         return true;
     }
 
-    __attribute__((always_inline)) bool step(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, long& t_) {
-        return t_ < static_cast<long>(W) ? step_at<true>(v_, s_, diag_, sdiag_, t_)
-                                         : step_at<false>(v_, s_, diag_, sdiag_, t_);
+    __attribute__((always_inline)) bool step(Regs& r) {
+        return r.t < static_cast<long>(W) ? step_at<true>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win)
+                                          : step_at<false>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win);
     }
 
     // Steps the current block to its end. Its state lives in locals (registers) meanwhile.
     __attribute__((always_inline)) void run_block() {
-        Vec v_ = v, s_ = s, diag_ = diag, sdiag_ = sdiag;
+        Vec v_ = v, s_ = s, diag_ = diag, sdiag_ = sdiag, ubv_ = ubv;
         long t_ = t;
-        while (step(v_, s_, diag_, sdiag_, t_)) {
+        const std::size_t ti = static_cast<std::size_t>(t);
+        const double* left_ = col_values[1 - cur] + kRow0 + ti;
+        double* out_ = col_values[cur] + kRow0 + ti + 1 - W;
+        const double* win_ = rev + last_step - ti;
+        for (;;) {
+            const bool go = t_ < static_cast<long>(W)
+                                ? step_at<true>(v_, s_, diag_, sdiag_, ubv_, t_, left_, out_, win_)
+                                : step_at<false>(v_, s_, diag_, sdiag_, ubv_, t_, left_, out_, win_);
+            if (!go) break;
         }
         t = t_;
     }
 
     __attribute__((always_inline)) void end_block() {
+        cells += static_cast<std::uint64_t>(t - first_step + 1 - skipped) * W;
         left_from = std::max(0L, first_step - static_cast<long>(W) + 1);  // the first row it wrote
         fresh = false;
         cur = 1 - cur;
@@ -452,14 +486,11 @@ struct StreamingMdtw::Scratch {
     explicit Scratch(std::size_t m) {
         for (int c = 0; c < 2; ++c) {
             reversed[c].assign(m + 2 * W, 0.0);
-            for (int k = 0; k < 2; ++k) {
-                values[c][k].assign(column_buffer_size(m), kInf);
-                starts[c][k].assign(column_buffer_size(m), 0.0);
-            }
+            for (int k = 0; k < 2; ++k) columns[c][k].assign(2 * column_buffer_size(m), kInf);
         }
     }
     std::vector<double> reversed[2];
-    std::vector<double> values[2][2], starts[2][2];  // per cursor: two column buffers
+    std::vector<double> columns[2][2];  // per cursor: two column buffers, values then starts
 };
 
 void StreamingMdtw::sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
@@ -468,10 +499,9 @@ void StreamingMdtw::sweep(std::span<const std::size_t> joints, std::span<const d
     const std::size_t count = joints.size();
     for (std::size_t c = 0; c < count; ++c) {
         const std::size_t joint = joints[c];
-        double* vals[2] = {scratch_->values[c][0].data(), scratch_->values[c][1].data()};
-        double* stas[2] = {scratch_->starts[c][0].data(), scratch_->starts[c][1].data()};
+        double* cols[2] = {scratch_->columns[c][0].data(), scratch_->columns[c][1].data()};
         cursor[c].start(padded_[joint].get(), chunk_lo_[joint].data(), chunk_hi_[joint].data(),
-                        scratch_->reversed[c].data(), vals, stas, n_, m_, windows.subspan(joint * m_, m_), ub[c],
+                        scratch_->reversed[c].data(), cols, n_, m_, windows.subspan(joint * m_, m_), ub[c],
                         stop_at_first);
     }
     if (count == 2) {
@@ -481,16 +511,14 @@ void StreamingMdtw::sweep(std::span<const std::size_t> joints, std::span<const d
         Cursor& y = cursor[1];
         bool bx = x.begin_block(), by = y.begin_block();
         while (bx && by) {
-            Vec vx = x.v, sx = x.s, dx = x.diag, sdx = x.sdiag;
-            Vec vy = y.v, sy = y.s, dy = y.diag, sdy = y.sdiag;
-            long tx = x.t, ty = y.t;
+            Cursor::Regs rx = x.regs(), ry = y.regs();
             bool gx = true, gy = true;
             while (gx && gy) {
-                gx = x.step(vx, sx, dx, sdx, tx);
-                gy = y.step(vy, sy, dy, sdy, ty);
+                gx = x.step(rx);
+                gy = y.step(ry);
             }
-            x.v = vx, x.s = sx, x.diag = dx, x.sdiag = sdx, x.t = tx;
-            y.v = vy, y.s = sy, y.diag = dy, y.sdiag = sdy, y.t = ty;
+            x.save(rx);
+            y.save(ry);
             if (!gx) {
                 x.end_block();
                 bx = x.begin_block();
