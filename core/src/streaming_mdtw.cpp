@@ -32,6 +32,7 @@ inline Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
 inline Vec vabs(Vec x) { return _mm512_abs_pd(x); }
 inline Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
 inline Mask le(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
+inline Mask eq(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
 inline Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
 inline unsigned bits(Mask m) { return m; }
 inline Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
@@ -51,6 +52,7 @@ inline Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
 inline Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
 inline Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
 inline Mask le(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+inline Mask eq(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
 inline Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
 inline unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
 inline Mask lane_mask(std::size_t k) {
@@ -85,6 +87,7 @@ inline Vec vabs(Vec x) {
 }
 inline Vec vmin(Vec a, Vec b) { return a < b ? a : b; }
 inline Mask le(Vec a, Vec b) { return a <= b; }
+inline Mask eq(Vec a, Vec b) { return a == b; }
 inline Vec select(Mask m, Vec yes, Vec no) { return m ? yes : no; }
 inline unsigned bits(Mask m) {
     unsigned r = 0;
@@ -199,13 +202,11 @@ struct Cell {
 };
 
 inline Cell cell_step(Vec cost, Vec diag, Vec sdiag, Vec up, Vec sup, Vec left, Vec sleft) {
-    const Mask vertical = le(up, left);
-    const Vec s1 = select(vertical, sup, sleft);
-    // cost + min(diag, up, left), written so that the horizontal neighbour, the one computed in the
-    // previous step of the wavefront, passes through one addition and one min only. Rounding is
-    // monotone, so min(fl(c + x), fl(c + y)) = fl(c + min(x, y)): bit-identical to (11).
-    const Vec value = vmin(add(cost, vmin(diag, up)), add(cost, left));
-    return {value, select(le(diag, vmin(up, left)), sdiag, s1)};
+    const Vec best = vmin(vmin(diag, up), left);
+    // back_step's order: the diagonal if it is <= both others, i.e. if it is their minimum;
+    // else the vertical if it is <= the horizontal.
+    const Vec s1 = select(le(up, left), sup, sleft);
+    return {add(cost, best), select(eq(diag, best), sdiag, s1)};
 }
 
 }  // namespace
