@@ -163,6 +163,10 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     }
     for (auto& r : results_) r.path.reserve(m_ + n_);
     scratch_ = std::make_unique<Scratch>(m_);
+    bounds_.resize(joints_);
+    found_.resize(joints_);
+    open_joints_.resize(joints_);
+    for (std::size_t k = 0; k < joints_; ++k) all_joints_.push_back(k);
     // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
     // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
     region_.reset(new double[m_ * n_]);
@@ -496,55 +500,57 @@ struct StreamingMdtw::Scratch {
 
 void StreamingMdtw::sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
                           bool stop_at_first, Found* found) {
+    // Two cursors take the joints in turn: whenever one's sweep is over it takes the next joint,
+    // so both step side by side until the last sweep runs alone.
     Cursor cursor[2];
-    const std::size_t count = joints.size();
-    for (std::size_t c = 0; c < count; ++c) {
-        const std::size_t joint = joints[c];
-        double* cols[2] = {scratch_->columns[c][0].data(), scratch_->columns[c][1].data()};
-        cursor[c].start(padded_[joint].get(), chunk_lo_[joint].data(), chunk_hi_[joint].data(),
-                        scratch_->reversed[c].data(), cols, n_, m_, windows.subspan(joint * m_, m_), ub[c],
-                        stop_at_first);
-    }
-    if (count == 2) {
-        // Both sweeps step by step, side by side, until one is over; the other finishes alone. The
-        // blocks' running states live in locals (registers) while both step.
-        Cursor& x = cursor[0];
-        Cursor& y = cursor[1];
-        bool bx = x.begin_block(), by = y.begin_block();
-        while (bx && by) {
-            Cursor::Regs rx = x.regs(), ry = y.regs();
-            bool gx = true, gy = true;
-            while (gx && gy) {
-                gx = x.step(rx);
-                gy = y.step(ry);
-            }
-            x.save(rx);
-            y.save(ry);
-            if (!gx) {
-                x.end_block();
-                bx = x.begin_block();
-            }
-            if (!gy) {
-                y.end_block();
-                by = y.begin_block();
-            }
-        }
-        if (bx) {
-            x.run_block();
-            x.end_block();
-            x.run();
-        }
-        if (by) {
-            y.run_block();
-            y.end_block();
-            y.run();
-        }
-    } else {
-        cursor[0].run();
-    }
-    for (std::size_t c = 0; c < count; ++c) {
-        found[c] = {cursor[c].best_cost, cursor[c].best_end, cursor[c].best_start};
+    std::size_t slot[2] = {0, 0};  // the cursor's position in `joints`
+    std::size_t next = 0;
+    auto finish = [&](int c) {
+        found[slot[c]] = {cursor[c].best_cost, cursor[c].best_end, cursor[c].best_start};
         cells_ += cursor[c].cells;
+    };
+    // Starts the next joint on cursor c at its first block; false when no joint is left.
+    auto launch = [&](int c) {
+        while (next < joints.size()) {
+            slot[c] = next;
+            const std::size_t joint = joints[next++];
+            double* cols[2] = {scratch_->columns[c][0].data(), scratch_->columns[c][1].data()};
+            cursor[c].start(padded_[joint].get(), chunk_lo_[joint].data(), chunk_hi_[joint].data(),
+                            scratch_->reversed[c].data(), cols, n_, m_, windows.subspan(joint * m_, m_), ub[slot[c]],
+                            stop_at_first);
+            if (cursor[c].begin_block()) return true;
+            finish(c);  // nothing in it is live
+        }
+        return false;
+    };
+    auto next_block = [&](int c) {
+        cursor[c].end_block();
+        if (cursor[c].begin_block()) return true;
+        finish(c);
+        return launch(c);
+    };
+    Cursor& x = cursor[0];
+    Cursor& y = cursor[1];
+    bool bx = launch(0), by = launch(1);
+    while (bx && by) {
+        // The blocks' running states live in locals (registers) while both step.
+        Cursor::Regs rx = x.regs(), ry = y.regs();
+        bool gx = true, gy = true;
+        while (gx && gy) {
+            gx = x.step(rx);
+            gy = y.step(ry);
+        }
+        x.save(rx);
+        y.save(ry);
+        if (!gx) bx = next_block(0);
+        if (!gy) by = next_block(1);
+    }
+    for (int c = 0; c < 2; ++c) {
+        bool busy = c == 0 ? bx : by;
+        while (busy) {
+            cursor[c].run_block();
+            busy = next_block(c);
+        }
     }
 }
 
@@ -630,33 +636,25 @@ void StreamingMdtw::match(std::span<const double> windows) {
         throw std::invalid_argument(fmt::format("{} window values given; expected {} joints x {} samples", windows.size(),
                                                 joints_, m_));
     }
-    for (std::size_t first = 0; first < joints_; first += 2) {
-        const std::size_t pair[2] = {first, first + 1};
-        const std::size_t count = std::min<std::size_t>(2, joints_ - first);
-        double ub[2];
-        for (std::size_t c = 0; c < count; ++c) {
-            // +inf on a stream's first sample
-            ub[c] = shifted_path_bound(pair[c], windows.subspan(pair[c] * m_, m_));
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        bounds_[joint] = shifted_path_bound(joint, windows.subspan(joint * m_, m_));  // +inf on a stream's first sample
+    }
+    sweep(all_joints_, windows, bounds_.data(), false, found_.data());
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        const Found& f = found_[joint];
+        MatchResult& r = results_[joint];
+        if (!std::isfinite(f.cost)) {
+            // Only a window with a non-finite value gets here (every finite window has a match
+            // <= its bound). Report it as such; callers validate samples before matching.
+            r.cost = kInf;
+            r.start = r.end = 0;
+            r.path.clear();
+            tracked_[joint] = false;
+            continue;
         }
-        Found found[2];
-        sweep(std::span<const std::size_t>(pair, count), windows, ub, false, found);
-        for (std::size_t c = 0; c < count; ++c) {
-            const std::size_t joint = pair[c];
-            MatchResult& r = results_[joint];
-            if (!std::isfinite(found[c].cost)) {
-                // Only a window with a non-finite value gets here (every finite window has a match
-                // <= its bound). Report it as such; callers validate samples before matching.
-                r.cost = kInf;
-                r.start = r.end = 0;
-                r.path.clear();
-                tracked_[joint] = false;
-                continue;
-            }
-            rebuild_path(windows.subspan(joint * m_, m_), references_[joint], found[c].start, found[c].end,
-                         found[c].cost, r);
-            r.cost = found[c].cost;
-            tracked_[joint] = true;
-        }
+        rebuild_path(windows.subspan(joint * m_, m_), references_[joint], f.start, f.end, f.cost, r);
+        r.cost = f.cost;
+        tracked_[joint] = true;
     }
 }
 
@@ -665,16 +663,18 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
         throw std::invalid_argument(fmt::format("exists_within needs {} x {} window values, {} bounds and {} answers",
                                                 joints_, m_, joints_, joints_));
     }
+    std::size_t open = 0;
     for (std::size_t joint = 0; joint < joints_; ++joint) {
         const auto a = windows.subspan(joint * m_, m_);
-        if (shifted_path_bound(joint, a) <= tau[joint]) {
-            out[joint] = true;  // the shifted path itself is a match within tau
-            continue;
+        out[joint] = shifted_path_bound(joint, a) <= tau[joint];  // the shifted path itself is a match within tau
+        if (!out[joint] && tau[joint] >= 0.0) {
+            open_joints_[open] = joint;
+            bounds_[open] = tau[joint];
+            ++open;
         }
-        Found found;
-        if (tau[joint] >= 0.0) sweep(std::span<const std::size_t>(&joint, 1), windows, &tau[joint], true, &found);
-        out[joint] = tau[joint] >= 0.0 && found.cost <= tau[joint];
     }
+    sweep(std::span<const std::size_t>(open_joints_.data(), open), windows, bounds_.data(), true, found_.data());
+    for (std::size_t k = 0; k < open; ++k) out[open_joints_[k]] = found_[k].cost <= bounds_[k];
 }
 
 }  // namespace warpguard

@@ -76,9 +76,9 @@ private:
     };
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 for one or two joints (two sweeps interleaved step by step) with bounds ub[]: per
-    // joint the best cost, its earliest end and the start of its path. `stop_at_first` returns at
-    // the first end <= ub (early-exit mode).
+    // Step 2 for the given joints (two sweeps at a time, interleaved step by step) with bounds
+    // ub[k] for joints[k]: found[k] = the best cost, its earliest end and the start of its path.
+    // `stop_at_first` ends a joint's sweep at its first end <= its bound (early-exit mode).
     void sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
                bool stop_at_first, Found* found);
     // Step 3 for one joint.
@@ -94,6 +94,9 @@ private:
     std::vector<bool> tracked_;
 
     std::vector<std::vector<double>> chunk_lo_, chunk_hi_;  // per joint: value range of each 64 columns
+    std::vector<std::size_t> all_joints_, open_joints_;  // per-sample lists, allocated once
+    std::vector<double> bounds_;
+    std::vector<Found> found_;
     struct Scratch;  // per interleaved sweep: the window backwards and the blocks' wavefront steps
     std::unique_ptr<Scratch> scratch_;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
