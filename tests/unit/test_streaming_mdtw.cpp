@@ -59,9 +59,12 @@ struct Counts {
     std::uint64_t cells = 0;        // cells the sweeps computed
     std::uint64_t full_cells = 0;   // cells of the published algorithm's matrices
     std::size_t jumps = 0;  // the optimal end moved by more than m reference samples between samples
+    std::size_t lockstep = 0, wavefront = 0;  // samples swept by each kernel
 };
 
-void run(const Scenario& sc, std::uint64_t seed, Counts& counts) {
+using Kernel = StreamingMdtw::SweepKernel;
+
+void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel = Kernel::Auto) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     std::normal_distribution<double> gauss(0.0, 1.0);
@@ -78,6 +81,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts) {
         }
     }
     StreamingMdtw streaming(sc.m, refs);
+    streaming.set_kernel(kernel);
     PublishedMdtw oracle(sc.m, sc.n);
 
     // Measurement: the same motion sampled irregularly at 0.5x..2x the reference rate, with noise
@@ -102,6 +106,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts) {
             std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * sc.m));
         }
         streaming.match(windows);
+        (streaming.last_kernel() == Kernel::Lockstep ? counts.lockstep : counts.wavefront) += 1;
         for (std::size_t k = 0; k < sc.joints; ++k) {
             const auto& expected = oracle.match(fifo[k], refs[k]);
             const auto& got = streaming.result(k);
@@ -140,9 +145,32 @@ TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ r
     INFO("windows " << counts.windows << ", optimum jumps " << counts.jumps);
     CHECK(counts.windows >= 10000);
     CHECK(counts.jumps >= 20);  // the periodic streams really made the optimum jump between cycles
+    // The automatic choice used both sweeps (the quantised and plateaued windows keep most cells alive).
+    INFO("samples swept: lockstep " << counts.lockstep << ", wavefront " << counts.wavefront);
+    CHECK(counts.lockstep >= 100);
+    CHECK(counts.wavefront >= 100);
     // ... and pruned: the sweeps computed a fraction of the full matrices.
     INFO("cells " << counts.cells << " of " << counts.full_cells);
     CHECK(counts.cells * 2 < counts.full_cells);
+}
+
+TEST_CASE("each of the two sweeps alone returns exactly the published mDTW", "[streaming]") {
+    const Scenario scenarios[] = {
+        {Shape::Smooth, 6, 16, 400, 150, 1.0, 0.02, true},
+        {Shape::Periodic, 5, 32, 1200, 120, 6.0, 0.02, true},
+        {Shape::Quantised, 7, 24, 500, 100, 2.0, 0.0, true},
+        {Shape::Plateaus, 6, 40, 700, 100, 3.0, 0.01, true},
+        {Shape::Smooth, 1, 2, 100, 200, 1.0, 0.05, true},
+        {Shape::Periodic, 9, 20, 300, 100, 4.0, 0.01, false},  // two lane groups in the lockstep sweep
+    };
+    for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront}) {
+        Counts counts;
+        std::uint64_t seed = 2000;
+        for (const auto& sc : scenarios) run(sc, seed++, counts, kernel);
+        INFO((kernel == Kernel::Lockstep ? "lockstep" : "wavefront") << ": windows " << counts.windows);
+        CHECK(counts.windows == 150 * 6 + 120 * 5 + 100 * 7 + 100 * 6 + 200 + 100 * 9);
+        CHECK((kernel == Kernel::Lockstep ? counts.lockstep : counts.wavefront) == 150 + 120 + 100 + 100 + 200 + 100);
+    }
 }
 
 TEST_CASE("the streaming matcher stays exact on windows that keep most cells alive", "[streaming]") {

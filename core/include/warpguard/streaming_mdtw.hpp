@@ -7,18 +7,17 @@
 //    the old warping path minus its first row, plus the new sample paired with the old end or the
 //    next reference sample, is a valid path for the new window. Its cost is an upper bound UB on the
 //    optimum (O(m + span), no matrix).
-// 2. Exact pruned sweep of the whole reference, joint by joint. The reference is cut into blocks of
-//    W adjacent columns (W = the doubles of one vector register: 8 with AVX-512, 4 otherwise); a
-//    block is swept as a wavefront, lane k holding column j0 + k one row behind lane k - 1, so the
-//    W cells of a step are independent and the row-to-row dependency chain of one column is shared
-//    by W columns. A cell whose cumulative value exceeds UB can never lie on an optimal path (local
-//    costs are >= 0): a block with no live cell in its left neighbour and none in its first row is
-//    skipped, a block starts at the first live row of its left neighbour, jumps over rows where
-//    neither it nor its neighbour has a live cell and ends when neither has one left; UB tightens to
-//    the best end found so far. Every cell that is kept has exactly the value the full matrix has, so
-//    the cost, the earliest best end and every tie-break agree with the published algorithm. Each
-//    cell also carries the reference index at which the path the published backtracking would follow
-//    from it begins (the same tie-breaking), so only the block's own steps are ever stored.
+// 2. Exact pruned sweep of the whole reference. A cell whose cumulative value exceeds UB can never
+//    lie on an optimal path (local costs are >= 0), so it is dropped, and a stretch of the
+//    reference where nothing is live is passed over; UB tightens to the best end found so far.
+//    Every cell that is kept has exactly the value the full matrix has, so the cost, the earliest
+//    best end and every tie-break agree with the published algorithm. Each cell also carries the
+//    reference index at which the path the published backtracking would follow from it begins
+//    (the same tie-breaking), so only a few columns are ever stored. Two sweeps lay the work into
+//    vector lanes differently (src/mdtw_sweeps.hpp): all joints side by side, one per lane, column
+//    by column (fast where most cells of every joint are alive), or per joint in wavefront blocks
+//    of adjacent columns, two joints interleaved (fast where few cells are alive and they lie
+//    elsewhere for each joint). Each sample uses the one the previous sample's work points to.
 // 3. The warping path is rebuilt with the published recursion over the matched segment
 //    [start, end] only, and per row only over cells that can still be <= the optimum; every cell
 //    of the optimal path gets exactly its full-matrix value there, so the path and its ties are
@@ -40,6 +39,12 @@
 #include "warpguard/mdtw.hpp"
 
 namespace warpguard {
+
+namespace sweeps {
+class Lockstep;
+class Wavefront;
+struct Found;
+}  // namespace sweeps
 
 class StreamingMdtw {
 public:
@@ -65,22 +70,25 @@ public:
     // Forget the previous matches (a new stream begins): the next match() runs without a bound.
     void reset();
 
-    // Statistics for benchmarks and diagnostics: cells computed by sweeps so far (every lane of
-    // every wavefront step, including the lanes outside the matrix at a block's two ends).
-    std::uint64_t cells() const { return cells_; }
+    // Statistics for benchmarks and diagnostics: cells computed by sweeps so far, per joint (the
+    // wavefront counts every lane of its steps, also those outside the matrix at a block's ends).
+    std::uint64_t cells() const;
+
+    // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work;
+    // the others force one, for tests and benchmarks. Results are identical either way.
+    enum class SweepKernel { Auto, Lockstep, Wavefront };
+    void set_kernel(SweepKernel kernel);
+    SweepKernel last_kernel() const { return last_; }  // the sweep the last match() used
 
 private:
-    struct Found {
-        double cost = 0;  // +inf if no end <= the bound
-        std::size_t end = 0, start = 0;
-    };
+    // Auto: wavefront -> lockstep above this share of the full matrices, back below the other.
+    static constexpr double kToLockstep = 0.25;
+    static constexpr double kToWavefront = 0.10;
+
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 for the given joints (two sweeps at a time, interleaved step by step) with bounds
-    // ub[k] for joints[k]: found[k] = the best cost, its earliest end and the start of its path.
-    // `stop_at_first` ends a joint's sweep at its first end <= its bound (early-exit mode).
-    void sweep(std::span<const std::size_t> joints, std::span<const double> windows, const double* ub,
-               bool stop_at_first, Found* found);
+    // Step 2 with bounds_ (< 0: joint not swept) into found_, and the choice of the next sweep.
+    void run_sweep(std::span<const double> windows, bool stop_at_first);
     // Step 3 for one joint.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
@@ -89,19 +97,18 @@ private:
     std::size_t m_;
     std::size_t n_;
     std::vector<std::vector<double>> references_;
-    std::vector<std::unique_ptr<double[]>> padded_;  // per joint: the reference, then +inf
     std::vector<MatchResult> results_;
     std::vector<bool> tracked_;
 
-    std::vector<std::vector<double>> chunk_lo_, chunk_hi_;  // per joint: value range of each 64 columns
-    std::vector<std::size_t> all_joints_, open_joints_;  // per-sample lists, allocated once
-    std::vector<double> bounds_;
-    std::vector<Found> found_;
-    struct Scratch;  // per interleaved sweep: the window backwards and the blocks' wavefront steps
-    std::unique_ptr<Scratch> scratch_;
+    std::unique_ptr<sweeps::Lockstep> lockstep_;
+    std::unique_ptr<sweeps::Wavefront> wavefront_;
+    SweepKernel kernel_ = SweepKernel::Auto;
+    SweepKernel next_ = SweepKernel::Wavefront;
+    SweepKernel last_ = SweepKernel::Wavefront;
+    std::vector<double> bounds_;  // per joint, per sample: the sweep's bound (allocated once)
+    std::vector<sweeps::Found> found_;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
-    std::uint64_t cells_ = 0;
 };
 
 }  // namespace warpguard

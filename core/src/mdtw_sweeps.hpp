@@ -1,0 +1,79 @@
+// The two exact pruned sweeps behind StreamingMdtw (step 2 in streaming_mdtw.hpp); internal to core.
+//
+// Both return, per joint, exactly the published optimum's cost, its earliest end and the start of
+// the path the published backtracking follows, pruning every cell over the joint's bound (a cell
+// whose cumulative value exceeds an upper bound of the optimum cannot lie on an optimal path; local
+// costs are >= 0). Cells that are kept have exactly their full-matrix values; each carries the
+// start of its path with back_step's tie-breaking. They differ in how they lay the work into
+// vector lanes, and each is the faster one where the other wastes its lanes:
+// - Lockstep: up to eight joints share one sweep, one joint per lane, column by column. Every
+//   lane does useful work where the joints' live cells overlap: windows that keep most cells alive
+//   (standstills of quantised torques match every flat stretch of the reference).
+// - Wavefront: per joint, blocks of W adjacent reference columns swept as a wavefront (lane k one
+//   row behind lane k - 1), two joints interleaved. Where each joint's live cells are few and lie
+//   elsewhere than the other joints', the lanes of a lockstep sweep would mostly wait.
+// Storage is allocated in the constructors; sweep() does not allocate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace warpguard::sweeps {
+
+struct Found {
+    double cost = 0;  // +inf if no end <= the bound
+    std::size_t end = 0, start = 0;
+};
+
+// `windows`: joints x m samples, joint after joint. bound[j] < 0: joint j is not swept and found[j]
+// is left as it is. `stop_at_first` ends a joint's sweep at its first end <= its bound (early exit).
+
+class Lockstep {
+public:
+    static constexpr std::size_t kLanes = 8;
+    Lockstep(std::size_t window, std::span<const std::vector<double>> references);
+    ~Lockstep();
+    void sweep(std::span<const double> windows, const double* bound, bool stop_at_first, Found* found);
+    std::uint64_t cells() const { return cells_; }  // per cell of a group's sweep, one per joint in it
+
+    struct Lanes;  // kLanes doubles, one per joint of a group
+
+private:
+    struct Group {
+        std::size_t first_joint = 0;
+        std::size_t lanes = 0;  // joints in this group (the rest of the lanes are padding)
+        std::unique_ptr<Lanes[]> reference;  // n entries, lane k = joint first_joint + k
+    };
+    void sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
+                     std::size_t* best_end, std::size_t* best_start);
+
+    std::size_t joints_, m_, n_;
+    std::vector<Group> groups_;
+    // Three rotating column slots of m cells: values and carried path starts.
+    std::unique_ptr<Lanes[]> columns_;
+    std::unique_ptr<Lanes[]> starts_;
+    std::unique_ptr<Lanes[]> lanes_window_;  // m entries
+    std::uint64_t cells_ = 0;
+};
+
+class Wavefront {
+public:
+    Wavefront(std::size_t window, std::span<const std::vector<double>> references);
+    ~Wavefront();
+    void sweep(std::span<const double> windows, const double* bound, bool stop_at_first, Found* found);
+    std::uint64_t cells() const { return cells_; }  // lane-cells: every lane of every wavefront step
+
+private:
+    std::size_t joints_, m_, n_;
+    std::vector<std::unique_ptr<double[]>> padded_;  // per joint: the reference, then +inf
+    std::vector<std::vector<double>> chunk_lo_, chunk_hi_;  // per joint: value range of each 64 columns
+    std::vector<std::size_t> joints_to_sweep_;
+    struct Scratch;  // per interleaved cursor: the window backwards and two column buffers
+    std::unique_ptr<Scratch> scratch_;
+    std::uint64_t cells_ = 0;
+};
+
+}  // namespace warpguard::sweeps
