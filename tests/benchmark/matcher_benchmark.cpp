@@ -3,7 +3,8 @@
 // periodic (several near-identical cycles: the optimum jumps between them) and collision streams.
 // Every published result is compared with the streaming one (mismatches must be 0).
 //
-//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N]   (--m/--n: only that size)
+//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront]
+//   (--m/--n: only that size; --kernel: force one of the streaming matcher's two sweeps)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -119,7 +120,7 @@ struct Row {
     std::uint64_t cells = 0;  // cells the streaming sweeps computed
 };
 
-Row run(Kind kind, std::size_t m, std::size_t n, bool quick) {
+Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel) {
     const std::size_t stream_samples = quick ? 400 : 2000;
     // Enough published samples for a p99, within about 1.5 s of matching per configuration.
     const double published_cells = static_cast<double>(m * n * kJoints);
@@ -128,6 +129,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick) {
     const Stream s = make_stream(kind, n, stream_samples + m, 1000 + m * 7 + n + static_cast<std::size_t>(kind));
 
     StreamingMdtw streaming(m, s.reference);
+    streaming.set_kernel(kernel);
     PublishedMdtw published(m, n);
     std::vector<double> windows(kJoints * m);
     std::vector<std::vector<double>> fifo(kJoints);
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     std::string json_path;
     std::size_t only_m = 0, only_n = 0;
+    auto kernel = StreamingMdtw::SweepKernel::Auto;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
@@ -190,8 +193,21 @@ int main(int argc, char** argv) {
                 return 2;
             }
             (is_m ? only_m : only_n) = static_cast<std::size_t>(v);
+        } else if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc) {
+            const std::string k = argv[++i];
+            if (k == "auto") {
+                kernel = StreamingMdtw::SweepKernel::Auto;
+            } else if (k == "lockstep") {
+                kernel = StreamingMdtw::SweepKernel::Lockstep;
+            } else if (k == "wavefront") {
+                kernel = StreamingMdtw::SweepKernel::Wavefront;
+            } else {
+                std::fprintf(stderr, "--kernel must be auto, lockstep or wavefront, got '%s'\n", k.c_str());
+                return 2;
+            }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront]\n",
+                         argv[0]);
             return 2;
         }
     }
@@ -204,7 +220,7 @@ int main(int argc, char** argv) {
         for (std::size_t m : {32, 64, 128}) {
             for (std::size_t n : {1000, 10000, 20000}) {
                 if ((only_m != 0 && m != only_m) || (only_n != 0 && n != only_n)) continue;
-                const Row r = run(kind, m, n, quick);
+                const Row r = run(kind, m, n, quick, kernel);
                 total_mismatches += r.mismatches;
                 std::printf("| %s | %zu | %zu | %.1f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %zu | %zu |\n", name(kind), m, n,
                             r.published.mean_us, r.published.p99_us, r.streaming.mean_us, r.streaming.p99_us,
