@@ -79,7 +79,8 @@ decision (\`processing_us\` of \`warpguard ctl robots\`), averaged over the robo
 is the streaming matcher's sweep. On this profile's windows the pruning keeps about two thirds of
 the 30 x $ref cells alive (the torques are quantised, and at standstill a flat window matches any
 flat stretch of the reference about equally well), so the match costs a near-full sweep every
-sample (docs/performance.md). Until 2026-11-23 about 1.5 % of these windows overflowed the
+sample; the matcher then uses its lockstep sweep, all joints side by side in vector lanes
+(docs/performance.md, "Why two sweeps"). Until 2026-11-23 about 1.5 % of these windows overflowed the
 matcher's cell arena and fell back to the published algorithm at about 5 ms each, which set the
 p99 at 5.8-6.3 ms; the matcher no longer has an arena or a fallback. The maxima of a few
 milliseconds are single stalls of this virtual machine (a thread sleeping 1 ms here has been seen
