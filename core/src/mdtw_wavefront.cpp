@@ -6,6 +6,9 @@
 #include <limits>
 
 #if defined(__AVX2__)
+// GCC 12's AVX-512 intrinsics pass a deliberately undefined vector as the unused source of their
+// masked forms, which -Wmaybe-uninitialized reports at every inlined use.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 
