@@ -323,4 +323,76 @@ void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_a
     }
 }
 
+SegmentRecursion::SegmentRecursion(std::size_t window, std::span<const std::vector<double>> references,
+                                   std::size_t max_width)
+    : m_(window),
+      n_(references[0].size()),
+      max_width_(max_width),
+      references_(references),
+      values_(new Lanes[window * max_width]),
+      segment_(new Lanes[max_width + 1]),
+      window_(new Lanes[window]) {}
+
+SegmentRecursion::~SegmentRecursion() = default;
+
+double SegmentRecursion::at(std::size_t i, std::size_t x, std::size_t c) const { return values_[i * stride_ + x][c]; }
+
+void SegmentRecursion::compute(std::span<const double> windows, const std::size_t* joints, const std::size_t* start,
+                               const std::size_t* width, std::size_t count) {
+    std::size_t w = 0;
+    for (std::size_t c = 0; c < count; ++c) w = std::max(w, width[c]);
+    stride_ = w;
+    // Lane c's reference from its segment's start, one column past its end (rule (8) looks one
+    // column ahead; +inf past the reference turns (8) into (9)); lanes without a joint hold zeros.
+    for (std::size_t x = 0; x <= w; ++x) {
+        Lanes v = broadcast(0.0);
+        for (std::size_t c = 0; c < count; ++c) {
+            const std::size_t j = start[c] + x;
+            v.set(c, j < n_ ? references_[joints[c]][j] : kInf);
+        }
+        segment_[x] = v;
+    }
+    for (std::size_t i = 0; i < m_; ++i) {
+        Lanes v = broadcast(0.0);
+        for (std::size_t c = 0; c < count; ++c) v.set(c, windows[joints[c] * m_ + i]);
+        window_[i] = v;
+    }
+    const Lanes* b = segment_.get();
+    const Lanes* a = window_.get();
+    Lanes* d = values_.get();
+    auto row = [&](std::size_t i) { return d + i * w; };
+    // Row 1: (8)/(9).
+    for (std::size_t x = 0; x < w; ++x) {
+        row(0)[x] = abs_lanes(a[0] - b[x]) +
+                    min_lanes(min_lanes(abs_lanes(a[1] - b[x + 1]), abs_lanes(a[1] - b[x])), abs_lanes(a[0] - b[x + 1]));
+    }
+    // Rows 2..m, two at a time: row i at column x beside row i + 1 at column x - 1, whose
+    // predecessors are all computed one step earlier, so the two rows' chains run side by side.
+    // (11): cost + min(diag, up, left); at the segment's first column only the cell above (10).
+    auto first = [&](std::size_t i) { row(i)[0] = abs_lanes(a[i] - b[0]) + row(i - 1)[0]; };
+    auto next = [&](std::size_t i, std::size_t x) {
+        const Lanes* up = row(i - 1);
+        row(i)[x] = abs_lanes(a[i] - b[x]) + min_lanes(min_lanes(up[x - 1], up[x]), row(i)[x - 1]);
+    };
+    std::size_t i = 1;
+    for (; i + 1 < m_; i += 2) {
+        first(i);
+        if (w == 1) {
+            first(i + 1);
+            continue;
+        }
+        next(i, 1);
+        first(i + 1);
+        for (std::size_t x = 2; x < w; ++x) {
+            next(i, x);
+            next(i + 1, x - 1);
+        }
+        next(i + 1, w - 1);
+    }
+    if (i < m_) {
+        first(i);
+        for (std::size_t x = 1; x < w; ++x) next(i, x);
+    }
+}
+
 }  // namespace warpguard::sweeps

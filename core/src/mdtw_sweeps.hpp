@@ -76,4 +76,29 @@ private:
     std::uint64_t cells_ = 0;
 };
 
+// Step 3's values: the published recursion (8)-(11) over each joint's matched segment [start, end]
+// only (a segment's first column has no left neighbour), every cell, up to eight joints side by
+// side in the lanes (lane k's column x is reference column start_k + x). Every cell of an optimal
+// path whose prefix lies in the segment gets exactly its full-matrix value; every other cell gets
+// a value no smaller than that: enough for the published backtracking (12)-(13) to find the
+// published path from the segment's last cell.
+class SegmentRecursion {
+public:
+    SegmentRecursion(std::size_t window, std::span<const std::vector<double>> references, std::size_t max_width);
+    ~SegmentRecursion();
+    std::size_t max_width() const { return max_width_; }
+    // Segments of joints[c] from start[c], width[c] <= max_width() columns, for c < count <= 8.
+    void compute(std::span<const double> windows, const std::size_t* joints, const std::size_t* start,
+                 const std::size_t* width, std::size_t count);
+    // d(i, x) of lane c of the last compute().
+    double at(std::size_t i, std::size_t x, std::size_t c) const;
+
+private:
+    std::size_t m_, n_, max_width_, stride_ = 0;
+    std::span<const std::vector<double>> references_;
+    std::unique_ptr<Lockstep::Lanes[]> values_;   // m x max_width
+    std::unique_ptr<Lockstep::Lanes[]> segment_;  // max_width + 1 reference values per lane
+    std::unique_ptr<Lockstep::Lanes[]> window_;   // m window values per lane
+};
+
 }  // namespace warpguard::sweeps

@@ -24,6 +24,32 @@ inline double first_row(std::span<const double> a, std::span<const double> b, st
 }
 
 
+// The published backtracking (12)-(13) from the last cell of a segment of w columns from `start`,
+// whose values at(i, x) are those of a recursion over the segment only.
+template <class At>
+void backtrack(std::size_t m, std::size_t start, std::size_t w, const At& at, MatchResult& out) {
+    auto& path = out.path;
+    path.clear();
+    std::size_t i = m - 1;
+    std::size_t x = w - 1;
+    path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
+    while (i > 0) {
+        if (x == 0) {
+            --i;  // (13); at the segment's first column the vertical step is the only one inside it
+        } else {
+            switch (back_step(at(i - 1, x - 1), at(i - 1, x), at(i, x - 1))) {  // (12)
+                case BackStep::Diagonal: --i, --x; break;
+                case BackStep::Vertical: --i; break;
+                case BackStep::Horizontal: --x; break;
+            }
+        }
+        path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
+    }
+    std::reverse(path.begin(), path.end());
+    out.start = start + x;
+    out.end = start + w - 1;
+}
+
 }  // namespace
 
 StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<double>> references)
@@ -44,6 +70,9 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     }
     for (auto& r : results_) r.path.reserve(m_ + n_);
     lockstep_ = std::make_unique<sweeps::Lockstep>(m_, references_);
+    // A match spans about m reference samples at the recorded speed; four times that covers a task
+    // run at a quarter of it. Wider segments are traced alone (rebuild_path).
+    segments_ = std::make_unique<sweeps::SegmentRecursion>(m_, references_, std::min(n_, 4 * m_));
     wavefront_ = std::make_unique<sweeps::Wavefront>(m_, references_);
     bounds_.resize(joints_);
     found_.resize(joints_);
@@ -163,27 +192,8 @@ void StreamingMdtw::rebuild_path(std::span<const double> a, const std::vector<do
         }
         live_bounds(i, ul, x);
     }
-    auto at = [&](std::size_t i, std::size_t x) { return x >= lo[i] && x < hi[i] ? d[i * w + x] : kInf; };
-    auto& path = out.path;
-    path.clear();
-    std::size_t i = m_ - 1;
-    std::size_t x = w - 1;
-    path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
-    while (i > 0) {
-        if (x == 0) {
-            --i;  // (13); at the segment's first column the vertical step is the only one inside it
-        } else {
-            switch (back_step(at(i - 1, x - 1), at(i - 1, x), at(i, x - 1))) {  // (12)
-                case BackStep::Diagonal: --i, --x; break;
-                case BackStep::Vertical: --i; break;
-                case BackStep::Horizontal: --x; break;
-            }
-        }
-        path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(start + x)});
-    }
-    std::reverse(path.begin(), path.end());
-    out.start = start + x;
-    out.end = end;
+    backtrack(m_, start, w, [&](std::size_t i, std::size_t x) { return x >= lo[i] && x < hi[i] ? d[i * w + x] : kInf; },
+              out);
 }
 
 void StreamingMdtw::match(std::span<const double> windows) {
@@ -195,22 +205,43 @@ void StreamingMdtw::match(std::span<const double> windows) {
         bounds_[joint] = shifted_path_bound(joint, windows.subspan(joint * m_, m_));  // +inf on a stream's first sample
     }
     run_sweep(windows, false);
+    // Step 3: the segments' values, up to eight joints at a time in lanes, then each path; a
+    // segment wider than the lanes' buffer (a match far slower than the reference) alone.
+    std::size_t lane_joint[8], lane_start[8], lane_width[8];
+    std::size_t lanes = 0;
+    auto trace_lanes = [&] {
+        segments_->compute(windows, lane_joint, lane_start, lane_width, lanes);
+        for (std::size_t c = 0; c < lanes; ++c) {
+            const sweeps::SegmentRecursion& seg = *segments_;
+            backtrack(m_, lane_start[c], lane_width[c], [&](std::size_t i, std::size_t x) { return seg.at(i, x, c); },
+                      results_[lane_joint[c]]);
+        }
+        lanes = 0;
+    };
     for (std::size_t joint = 0; joint < joints_; ++joint) {
         const sweeps::Found& f = found_[joint];
         MatchResult& r = results_[joint];
-        if (!std::isfinite(f.cost)) {
+        tracked_[joint] = std::isfinite(f.cost);
+        if (!tracked_[joint]) {
             // Only a window with a non-finite value gets here (every finite window has a match
             // <= its bound). Report it as such; callers validate samples before matching.
             r.cost = kInf;
             r.start = r.end = 0;
             r.path.clear();
-            tracked_[joint] = false;
             continue;
         }
-        rebuild_path(windows.subspan(joint * m_, m_), references_[joint], f.start, f.end, f.cost, r);
         r.cost = f.cost;
-        tracked_[joint] = true;
+        const std::size_t width = f.end - f.start + 1;
+        if (width > segments_->max_width()) {
+            rebuild_path(windows.subspan(joint * m_, m_), references_[joint], f.start, f.end, f.cost, r);
+            continue;
+        }
+        lane_joint[lanes] = joint;
+        lane_start[lanes] = f.start;
+        lane_width[lanes] = width;
+        if (++lanes == 8) trace_lanes();
     }
+    if (lanes > 0) trace_lanes();
 }
 
 void StreamingMdtw::exists_within(std::span<const double> windows, std::span<const double> tau, std::span<bool> out) {

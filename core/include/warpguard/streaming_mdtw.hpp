@@ -19,9 +19,9 @@
 //    of adjacent columns, two joints interleaved (fast where few cells are alive and they lie
 //    elsewhere for each joint). Each sample uses the one the previous sample's work points to.
 // 3. The warping path is rebuilt with the published recursion over the matched segment
-//    [start, end] only, and per row only over cells that can still be <= the optimum; every cell
-//    of the optimal path gets exactly its full-matrix value there, so the path and its ties are
-//    the published ones.
+//    [start, end] only (up to eight joints side by side in vector lanes); every cell of the
+//    optimal path gets exactly its full-matrix value there, every other cell one no smaller, so
+//    the path and its ties are the published ones.
 // A stream's first sample has no bound: its sweep keeps every cell, which is still exact.
 //
 // Early exit: `exists_within(tau)` answers only "is there a match with cost <= tau?" per joint; it
@@ -42,6 +42,7 @@ namespace warpguard {
 
 namespace sweeps {
 class Lockstep;
+class SegmentRecursion;
 class Wavefront;
 struct Found;
 }  // namespace sweeps
@@ -89,7 +90,7 @@ private:
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
     // Step 2 with bounds_ (< 0: joint not swept) into found_, and the choice of the next sweep.
     void run_sweep(std::span<const double> windows, bool stop_at_first);
-    // Step 3 for one joint.
+    // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
 
@@ -102,6 +103,7 @@ private:
 
     std::unique_ptr<sweeps::Lockstep> lockstep_;
     std::unique_ptr<sweeps::Wavefront> wavefront_;
+    std::unique_ptr<sweeps::SegmentRecursion> segments_;
     SweepKernel kernel_ = SweepKernel::Auto;
     SweepKernel next_ = SweepKernel::Wavefront;
     SweepKernel last_ = SweepKernel::Wavefront;
