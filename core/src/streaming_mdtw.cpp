@@ -23,7 +23,6 @@ inline double first_row(std::span<const double> a, std::span<const double> b, st
     return std::abs(a[0] - b[j]) + std::abs(a[1] - b[j]);
 }
 
-
 // The published backtracking (12)-(13) from the last cell of a segment of w columns from `start`,
 // whose values at(i, x) are those of a recursion over the segment only.
 template <class At>
