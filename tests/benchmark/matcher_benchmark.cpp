@@ -28,8 +28,27 @@ namespace {
 
 constexpr std::size_t kJoints = 6;
 
-enum class Kind { Smooth, Periodic, Collision };
-const char* name(Kind k) { return k == Kind::Smooth ? "smooth" : k == Kind::Periodic ? "periodic" : "collision"; }
+enum class Kind { Smooth, Periodic, Collision, Standstill };
+const char* name(Kind k) {
+    switch (k) {
+        case Kind::Smooth: return "smooth";
+        case Kind::Periodic: return "periodic";
+        case Kind::Collision: return "collision";
+        case Kind::Standstill: return "standstill";
+    }
+    return "?";
+}
+
+// Standstill: a pick-and-place-like cycle of eight equal slots, moves (even slots, the motion's
+// phase advancing by a quarter cycle with a smooth start and stop) and waits (odd slots, the phase
+// held). Position in the cycle in slots [0, 8) -> the motion's phase in cycles [0, 1).
+double slot_phase(double slots) {
+    const double slot = std::floor(slots);
+    const double r = slots - slot;
+    const double moves_done = std::floor((slot + 1.0) / 2.0);  // moves completed before this slot
+    if (static_cast<int>(slot) % 2 == 1) return moves_done / 4.0;  // waiting
+    return (moves_done + r * r * (3.0 - 2.0 * r)) / 4.0;          // moving (smoothstep)
+}
 
 // A random Fourier series per joint: robot-like torque over a task cycle.
 struct Motion {
@@ -64,31 +83,52 @@ Stream make_stream(Kind kind, std::size_t n, std::size_t count, std::uint64_t se
     std::uniform_real_distribution<double> u(0.0, 1.0);
     const Motion motion(rng);
     // Smooth: one long motion (0.37 of a slow period over the reference, so nothing repeats).
-    // Periodic and collision: 5 near-identical cycles in the reference.
-    const double cycles = kind == Kind::Smooth ? 0.37 : 5.0;
+    // Periodic and collision: 5 near-identical cycles in the reference. Standstill: 2 cycles with
+    // waits, torques quantised to 0.5 units like a controller's coarse readings: at rest a flat
+    // window matches every flat stretch of the reference about equally well.
+    const double cycles = kind == Kind::Smooth ? 0.37 : kind == Kind::Standstill ? 2.0 : 5.0;
+    const bool standstill = kind == Kind::Standstill;
+    auto reading = [&](std::size_t joint, double phase_or_slots) {
+        if (!standstill) return motion.value(joint, phase_or_slots) + noise(rng);
+        const double cycle = std::floor(phase_or_slots / 8.0);
+        const double phase = cycle + slot_phase(phase_or_slots - 8.0 * cycle);
+        return std::round((motion.value(joint, phase) + noise(rng)) * 2.0) / 2.0;
+    };
+    // The reference's clock: phase in cycles, or for standstill position in slots.
+    const double span = standstill ? 8.0 * cycles : cycles;
     Stream s;
     s.reference.assign(kJoints, std::vector<double>(n));
     for (std::size_t j = 0; j < n; ++j) {
-        const double phase = cycles * static_cast<double>(j) / static_cast<double>(n);
-        for (std::size_t k = 0; k < kJoints; ++k) s.reference[k][j] = motion.value(k, phase) + noise(rng);
+        const double x = span * static_cast<double>(j) / static_cast<double>(n);
+        for (std::size_t k = 0; k < kJoints; ++k) s.reference[k][j] = reading(k, x);
     }
-    // The measurement: same motion, irregular sampling at about the reference's rate.
-    double phase = 0.05 * cycles;
-    const double step = cycles / static_cast<double>(n);
+    // The measurement: same motion, irregular sampling at about the reference's rate; for
+    // standstill every wait lasts 0.6-1.4 times the reference's.
+    double x = 0.05 * span;
+    const double step = span / static_cast<double>(n);
     double bump = 0;
     std::size_t bump_joint = 0;
+    double wait_scale = 1.0;
+    long wait_slot = -1;
     for (std::size_t i = 0; i < count; ++i) {
-        phase += step * (0.75 + 0.5 * u(rng));
-        if (kind == Kind::Smooth && phase > 0.95 * cycles) phase = 0.05 * cycles;
+        double dx = step * (0.75 + 0.5 * u(rng));
+        if (standstill) {
+            const long slot = static_cast<long>(std::floor(x));
+            if (slot % 2 == 1 && slot != wait_slot) {
+                wait_slot = slot;
+                wait_scale = 0.6 + 0.8 * u(rng);
+            }
+            if (slot % 2 == 1) dx /= wait_scale;
+        }
+        x += dx;
+        if (kind == Kind::Smooth && x > 0.95 * span) x = 0.05 * span;
         if (kind == Kind::Collision && u(rng) < 1.0 / 250.0) {
             bump = 15.0 + 30.0 * u(rng);
             bump_joint = static_cast<std::size_t>(u(rng) * kJoints);
         }
         bump *= 0.85;
         std::vector<double> row(kJoints);
-        for (std::size_t k = 0; k < kJoints; ++k) {
-            row[k] = motion.value(k, std::fmod(phase, cycles)) + noise(rng) + (k == bump_joint ? bump : 0.0);
-        }
+        for (std::size_t k = 0; k < kJoints; ++k) row[k] = reading(k, std::fmod(x, span)) + (k == bump_joint ? bump : 0.0);
         s.samples.push_back(row);
     }
     return s;
@@ -216,7 +256,7 @@ int main(int argc, char** argv) {
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     nlohmann::json rows = nlohmann::json::array();
     std::size_t total_mismatches = 0;
-    for (Kind kind : {Kind::Smooth, Kind::Periodic, Kind::Collision}) {
+    for (Kind kind : {Kind::Smooth, Kind::Periodic, Kind::Collision, Kind::Standstill}) {
         for (std::size_t m : {32, 64, 128}) {
             for (std::size_t n : {1000, 10000, 20000}) {
                 if ((only_m != 0 && m != only_m) || (only_n != 0 && n != only_n)) continue;
