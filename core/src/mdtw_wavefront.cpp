@@ -229,43 +229,54 @@ struct Cursor {
         return -1;
     }
 
+    // The block right of the last one, if anything in it can be live: rows above the first live one
+    // (of its first row or of its left neighbour) are all over UB. False when the sweep is over
+    // (j0 >= n) or nothing enters it (then `fresh`: the next block needs a search).
+    __attribute__((always_inline)) bool continue_block() {
+        if (fresh || j0 >= n) return false;
+        d0 = first_row_at(j0);
+        long first = 0;
+        if (bits(le(d0, ubv)) == 0) {
+            first = first_live_row(col_values[1 - cur], left_from);
+            if (first < 0) {
+                fresh = true;
+                return false;
+            }
+        }
+        open_block(first);
+        return true;
+    }
+
     // Positions the cursor at the next block to sweep; false when the sweep is over.
     __attribute__((always_inline)) bool begin_block() {
+        if (continue_block()) return true;
+        if (!fresh) return false;
+        // Nothing enters from the left: find the next column whose first row is live and start the
+        // block there. (8) is >= |a0 - bj|: whole chunks of the reference whose values are all
+        // farther than UB from a0 are passed over, then W columns at a time.
         unsigned row0_live = 0;
-        long first = 0;
-        if (!fresh) {
-            // The block right of the last one. Rows above the first live one (of its first row or of
-            // its left neighbour) are all over UB.
+        for (;; j0 += W) {
             if (j0 >= n) return false;
-            d0 = first_row_at(j0);
-            row0_live = bits(le(d0, ubv));
-            if (row0_live == 0) {
-                first = first_live_row(col_values[1 - cur], left_from);
-                fresh = first < 0;  // nothing is live in it: the search below passes it over
+            const std::size_t c = j0 / kChunk;
+            if (a0s - live_bound > chunk_hi[c] || a0s + live_bound < chunk_lo[c]) {
+                j0 = (c + 1) * kChunk - W;  // the loop adds W
+                continue;
             }
+            if (bits(le(vabs(sub(a0, load(b + j0))), ubv)) == 0) continue;
+            row0_live = bits(le(first_row_at(j0), ubv));
+            if (row0_live != 0) break;
         }
-        if (fresh) {
-            // Nothing enters from the left: find the next column whose first row is live and start
-            // the block there. (8) is >= |a0 - bj|: whole chunks of the reference whose values are
-            // all farther than UB from a0 are passed over, then W columns at a time.
-            for (;; j0 += W) {
-                if (j0 >= n) return false;
-                const std::size_t c = j0 / kChunk;
-                if (a0s - live_bound > chunk_hi[c] || a0s + live_bound < chunk_lo[c]) {
-                    j0 = (c + 1) * kChunk - W;  // the loop adds W
-                    continue;
-                }
-                if (bits(le(vabs(sub(a0, load(b + j0))), ubv)) == 0) continue;
-                row0_live = bits(le(first_row_at(j0), ubv));
-                if (row0_live != 0) break;
-            }
-            j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
-            d0 = first_row_at(j0);
-            first = 0;
-            // The previous block, if any, is not this one's neighbour: nothing enters from the left.
-            double* left = col_values[1 - cur];
-            for (std::size_t x = 0; x < col_size; x += W) store(left + x, inf);
-        }
+        j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
+        d0 = first_row_at(j0);
+        // The previous block, if any, is not this one's neighbour: nothing enters from the left.
+        double* left = col_values[1 - cur];
+        for (std::size_t x = 0; x < col_size; x += W) store(left + x, inf);
+        open_block(0);
+        return true;
+    }
+
+    // Sets up the block at j0 (d0 computed) from step `first`.
+    __attribute__((always_inline)) void open_block(long first) {
         bv = load(b + j0);
         j0v = add(broadcast(static_cast<double>(j0)), iota);
         t = first;
@@ -277,7 +288,6 @@ struct Cursor {
         s = zero;
         diag = inf;  // the previous step's left neighbours
         sdiag = zero;
-        return true;
     }
 
     // The running state of a block, kept in registers by whoever steps it: the last step's values
@@ -365,26 +375,25 @@ struct Cursor {
         return true;
     }
 
+    // One step; at the end of a block the next block right of it opens in place when something can
+    // be live in it. False when the cursor needs begin_block(): a search, or the sweep is over.
     __attribute__((always_inline)) bool step(Regs& r) {
-        return r.t < static_cast<long>(W) ? step_at<true>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win)
-                                          : step_at<false>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win);
+        const bool go = r.t < static_cast<long>(W)
+                            ? step_at<true>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win)
+                            : step_at<false>(r.v, r.s, r.diag, r.sdiag, r.ubv, r.t, r.left, r.out, r.win);
+        if (go) return true;
+        t = r.t;
+        end_block();
+        if (!continue_block()) return false;
+        r = regs();
+        return true;
     }
 
-    // Steps the current block to its end. Its state lives in locals (registers) meanwhile.
-    __attribute__((always_inline)) void run_block() {
-        Vec v_ = v, s_ = s, diag_ = diag, sdiag_ = sdiag, ubv_ = ubv;
-        long t_ = t;
-        const std::size_t ti = static_cast<std::size_t>(t);
-        const double* left_ = col_values[1 - cur] + kRow0 + ti;
-        double* out_ = col_values[cur] + kRow0 + ti + 1 - W;
-        const double* win_ = rev + last_step - ti;
-        for (;;) {
-            const bool go = t_ < static_cast<long>(W)
-                                ? step_at<true>(v_, s_, diag_, sdiag_, ubv_, t_, left_, out_, win_)
-                                : step_at<false>(v_, s_, diag_, sdiag_, ubv_, t_, left_, out_, win_);
-            if (!go) break;
+    // Steps blocks until the cursor needs begin_block(). Their state lives in locals (registers).
+    __attribute__((always_inline)) void run_blocks() {
+        Regs r = regs();
+        while (step(r)) {
         }
-        t = t_;
     }
 
     __attribute__((always_inline)) void end_block() {
@@ -397,10 +406,7 @@ struct Cursor {
 
     // Runs the sweep to its end alone.
     __attribute__((always_inline)) void run() {
-        while (begin_block()) {
-            run_block();
-            end_block();
-        }
+        while (begin_block()) run_blocks();
     }
 };
 
@@ -470,8 +476,8 @@ void Wavefront::sweep(std::span<const double> windows, const double* bound, bool
         }
         return false;
     };
+    // After step() returned false: the next block after a search, or the next joint.
     auto next_block = [&](int c) {
-        cursor[c].end_block();
         if (cursor[c].begin_block()) return true;
         finish(c);
         return launch(c);
@@ -487,15 +493,15 @@ void Wavefront::sweep(std::span<const double> windows, const double* bound, bool
             gx = x.step(rx);
             gy = y.step(ry);
         }
-        x.save(rx);
-        y.save(ry);
+        if (gx) x.save(rx);
+        if (gy) y.save(ry);
         if (!gx) bx = next_block(0);
         if (!gy) by = next_block(1);
     }
     for (int c = 0; c < 2; ++c) {
         bool busy = c == 0 ? bx : by;
         while (busy) {
-            cursor[c].run_block();
+            cursor[c].run_blocks();
             busy = next_block(c);
         }
     }
