@@ -162,14 +162,19 @@ TEST_CASE("each of the two sweeps alone returns exactly the published mDTW", "[s
         {Shape::Plateaus, 6, 40, 700, 100, 3.0, 0.01, true},
         {Shape::Smooth, 1, 2, 100, 200, 1.0, 0.05, true},
         {Shape::Periodic, 9, 20, 300, 100, 4.0, 0.01, false},  // two lane groups in the lockstep sweep
+        {Shape::Smooth, 3, 6, 1, 40, 1.0, 0.05, true},          // references shorter than a vector
+        {Shape::Quantised, 2, 4, 5, 40, 1.0, 0.0, true},
+        {Shape::Periodic, 4, 9, 9, 40, 2.0, 0.01, true},
+        {Shape::Plateaus, 2, 12, 70, 40, 1.0, 0.0, true},     // one value-range chunk and a bit
     };
     for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront}) {
         Counts counts;
         std::uint64_t seed = 2000;
         for (const auto& sc : scenarios) run(sc, seed++, counts, kernel);
         INFO((kernel == Kernel::Lockstep ? "lockstep" : "wavefront") << ": windows " << counts.windows);
-        CHECK(counts.windows == 150 * 6 + 120 * 5 + 100 * 7 + 100 * 6 + 200 + 100 * 9);
-        CHECK((kernel == Kernel::Lockstep ? counts.lockstep : counts.wavefront) == 150 + 120 + 100 + 100 + 200 + 100);
+        CHECK(counts.windows == 150 * 6 + 120 * 5 + 100 * 7 + 100 * 6 + 200 + 100 * 9 + 40 * (3 + 2 + 4 + 2));
+        CHECK((kernel == Kernel::Lockstep ? counts.lockstep : counts.wavefront) ==
+              150 + 120 + 100 + 100 + 200 + 100 + 4 * 40);
     }
 }
 
