@@ -48,6 +48,7 @@ inline Lanes operator-(const Lanes& a, const Lanes& b) { return {a.v - b.v}; }
 inline Lanes operator+(const Lanes& a, const Lanes& b) { return {a.v + b.v}; }
 inline Mask operator<=(const Lanes& a, const Lanes& b) { return {a.v <= b.v}; }
 inline Mask operator<(const Lanes& a, const Lanes& b) { return {a.v < b.v}; }
+inline Mask operator==(const Lanes& a, const Lanes& b) { return {a.v == b.v}; }
 inline Lanes select(const Mask& m, const Lanes& a, const Lanes& b) { return {m.v ? a.v : b.v}; }
 // |x| by clearing the sign bit: the same result as std::abs, also for -0.0.
 inline Lanes abs_lanes(const Lanes& x) {
@@ -100,6 +101,7 @@ inline Lanes operator-(const Lanes& a, const Lanes& b) { return {a.lo - b.lo, a.
 inline Lanes operator+(const Lanes& a, const Lanes& b) { return {a.lo + b.lo, a.hi + b.hi}; }
 inline Mask operator<=(const Lanes& a, const Lanes& b) { return {a.lo <= b.lo, a.hi <= b.hi}; }
 inline Mask operator<(const Lanes& a, const Lanes& b) { return {a.lo < b.lo, a.hi < b.hi}; }
+inline Mask operator==(const Lanes& a, const Lanes& b) { return {a.lo == b.lo, a.hi == b.hi}; }
 inline Lanes select(const Mask& m, const Lanes& a, const Lanes& b) { return {m.lo ? a.lo : b.lo, m.hi ? a.hi : b.hi}; }
 
 // |x| by clearing the sign bit: the same result as std::abs, also for -0.0.
@@ -168,18 +170,18 @@ namespace {
 
 // One cell of rule (11) with the start of the path the published backtracking (12) would follow
 // from it. The value is the exact minimum (min is exact, so it does not matter which predecessor
-// supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both others, else
-// vertical if it is <= horizontal, else horizontal. The masks are off the value's dependency chain.
+// supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both others (it
+// equals their minimum), else vertical if it is <= horizontal, else horizontal. The masks are off
+// the value's dependency chain.
 struct Step {
     Lanes value, start;
 };
 
 inline Step cell_step(const Lanes& cost, const Lanes& diag, const Lanes& sdiag, const Lanes& up, const Lanes& sup,
                       const Lanes& left, const Lanes& sleft) {
-    const Mask vertical = up <= left;
-    const Lanes v1 = select(vertical, up, left);
-    const Lanes s1 = select(vertical, sup, sleft);
-    return {cost + min_lanes(min_lanes(diag, left), up), select(diag <= v1, sdiag, s1)};
+    const Lanes best = min_lanes(min_lanes(diag, left), up);
+    const Lanes s1 = select(up <= left, sup, sleft);
+    return {cost + best, select(diag == best, sdiag, s1)};
 }
 
 }  // namespace
