@@ -404,10 +404,6 @@ struct Cursor {
         j0 += W;
     }
 
-    // Runs the sweep to its end alone.
-    __attribute__((always_inline)) void run() {
-        while (begin_block()) run_blocks();
-    }
 };
 
 }  // namespace
