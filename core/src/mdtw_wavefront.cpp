@@ -403,7 +403,6 @@ struct Cursor {
         cur = 1 - cur;
         j0 += W;
     }
-
 };
 
 }  // namespace
