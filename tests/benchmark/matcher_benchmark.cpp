@@ -158,6 +158,7 @@ struct Row {
     Timing published, streaming;
     std::size_t compared = 0, mismatches = 0;
     std::uint64_t cells = 0;  // cells the streaming sweeps computed
+    std::size_t lockstep_samples = 0;  // samples the automatic choice swept with the lockstep sweep
 };
 
 Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel) {
@@ -187,6 +188,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
         const auto t0 = Clock::now();
         streaming.match(windows);
         const auto t1 = Clock::now();
+        if (streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
         const bool measured = i >= m;  // after the window has filled with real samples
         if (measured) t_stream.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
 
@@ -277,7 +279,8 @@ int main(int argc, char** argv) {
                                                {"max_us", r.streaming.max_us}, {"samples", r.streaming.samples}}},
                                 {"compared", r.compared},
                                 {"mismatches", r.mismatches},
-                                {"streaming_cells_per_sample", static_cast<double>(r.cells) / static_cast<double>(r.streaming.samples + m)}});
+                                {"streaming_cells_per_sample", static_cast<double>(r.cells) / static_cast<double>(r.streaming.samples + m)},
+                                {"lockstep_samples", r.lockstep_samples}});
             }
         }
     }
