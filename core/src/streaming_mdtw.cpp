@@ -95,14 +95,15 @@ std::uint64_t StreamingMdtw::cells() const { return lockstep_->cells() + wavefro
 
 void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_first) {
     const SweepKernel used = next_;
-    sweeps::Lockstep& lockstep = *lockstep_;
-    sweeps::Wavefront& wavefront = *wavefront_;
     const std::uint64_t before = cells();
     if (used == SweepKernel::Lockstep) {
-        lockstep.sweep(windows, bounds_.data(), stop_at_first, found_.data());
+        lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     } else {
-        wavefront.sweep(windows, bounds_.data(), stop_at_first, found_.data());
+        wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     }
+    // An early exit (exists_within) is not a match: it neither counts as the last match's sweep nor
+    // says much about the next sample's work.
+    if (stop_at_first) return;
     last_ = used;
     if (kernel_ != SweepKernel::Auto) return;
     // The next sample's sweep is chosen by this one's work, as a fraction of the full matrices of
@@ -257,10 +258,7 @@ void StreamingMdtw::exists_within(std::span<const double> windows, std::span<con
         any_open = any_open || open;
     }
     if (!any_open) return;
-    const SweepKernel chooser = kernel_;
-    kernel_ = SweepKernel::Wavefront;  // an early exit says little about the next sample's work
     run_sweep(windows, true);
-    kernel_ = chooser;
     for (std::size_t joint = 0; joint < joints_; ++joint) {
         if (bounds_[joint] >= 0.0) out[joint] = found_[joint].cost <= bounds_[joint];
     }

@@ -88,7 +88,8 @@ private:
 
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
-    // Step 2 with bounds_ (< 0: joint not swept) into found_, and the choice of the next sweep.
+    // Step 2 with bounds_ (< 0: joint not swept) into found_, and (for a match, not an early exit)
+    // the choice of the next sample's sweep.
     void run_sweep(std::span<const double> windows, bool stop_at_first);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
