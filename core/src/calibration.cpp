@@ -2,11 +2,13 @@
 #include "warpguard/lever_length.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <stdexcept>
 
+#include <Eigen/Eigenvalues>
 #include <fmt/format.h>
 
 #include "warpguard/detector.hpp"
@@ -34,6 +36,9 @@ Reference cut_reference(const Recording& rec, const std::string& source, std::si
                              rec.tau[j].begin() + static_cast<std::ptrdiff_t>(end));
         ref.q.emplace_back(rec.q[j].begin() + static_cast<std::ptrdiff_t>(begin),
                            rec.q[j].begin() + static_cast<std::ptrdiff_t>(end));
+    }
+    if (rec.declares_payload()) {
+        ref.payload.assign(rec.payload.begin() + static_cast<std::ptrdiff_t>(begin), rec.payload.begin() + static_cast<std::ptrdiff_t>(end));
     }
     return ref;
 }
@@ -227,6 +232,192 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     return s;
 }
 
+// The declared-payload model from the jumps of the signal where the declared payload changes while
+// the robot stands (a part grasped or released): there joint j's signal changes by
+//   k_j x (z_j x (p - o_j)) . f,   f = -g x (change of mass),   p = o_n + R_n c
+// and nothing else changes. Linear in the part's centre of mass c (in the last DH frame):
+// a_j + b_j . c with a_j = (z_j x (o_n - o_j)) . f and b_j = R_n^T (f x z_j). With the signal in Nm
+// (k_j = 1) c is a linear least-squares fit over every joint and change; in percent of rated torque
+// the scale k_j per joint is fitted too (alternating least squares; a joint keeps its scale only when
+// it is known to 25 %).
+PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecording* const> recordings, SignalUnit unit,
+                               const Eigen::Vector3d& gravity) {
+    // Documented defaults: the robot stands when no joint moves more than 1e-5 rad between samples
+    // (a few encoder counts) from 5 samples before the change to 5 after it; the level before is the
+    // median of the 5 samples before, the level after the median of the 5 samples after. A change
+    // the motion follows at once is left out: the start of the move adds its own torque (measured on
+    // the IRB120-like pick-and-place: the grasp, with the lift starting a sample later, jumped
+    // 1.8x the part's weight on joint 2; the releases within 3 %).
+    constexpr std::size_t kBefore = 5, kAfter = 5;
+    constexpr double kStill = 1e-5;
+    const std::size_t n = model.dof();
+    struct Change {
+        Eigen::VectorXd jump, a;
+        Eigen::MatrixXd b;  // n x 3
+    };
+    std::vector<Change> changes;
+    std::vector<Eigen::Isometry3d> frames(n + 2);
+    std::vector<double> q(n), window;
+    const auto median = [&](const std::vector<double>& values, std::size_t from, std::size_t to) {
+        window.assign(values.begin() + static_cast<std::ptrdiff_t>(from), values.begin() + static_cast<std::ptrdiff_t>(to));
+        std::nth_element(window.begin(), window.begin() + static_cast<std::ptrdiff_t>(window.size() / 2), window.end());
+        return window[window.size() / 2];
+    };
+    for (const NamedRecording* named : recordings) {
+        const Recording& rec = *named->recording;
+        if (!rec.declares_payload()) continue;
+        for (std::size_t i = kBefore + 1; i + kAfter < rec.size(); ++i) {
+            const double dm = rec.payload[i] - rec.payload[i - 1];
+            if (dm == 0.0) continue;
+            bool still = true;
+            for (std::size_t j = 0; j < n && still; ++j) {
+                for (std::size_t k = i - kBefore; k <= i + kAfter && still; ++k) still = std::abs(rec.q[j][k] - rec.q[j][k - 1]) <= kStill;
+            }
+            if (!still) continue;
+            for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i];
+            model.forward(q, frames);
+            const Eigen::Vector3d f = -gravity * dm;
+            const Eigen::Vector3d on = frames[n].translation();
+            const Eigen::Matrix3d rn = frames[n].linear();
+            Change c{Eigen::VectorXd(n), Eigen::VectorXd(n), Eigen::MatrixXd::Zero(n, 3)};
+            for (std::size_t j = 0; j < n; ++j) {
+                const Eigen::Vector3d z = frames[j].linear().col(2);
+                const auto row = static_cast<Eigen::Index>(j);
+                if (model.joints()[j].type == JointType::Revolute) {
+                    c.a(row) = z.cross(on - frames[j].translation()).dot(f);
+                    c.b.row(row) = (rn.transpose() * f.cross(z)).transpose();
+                } else {
+                    c.a(row) = z.dot(f);
+                }
+                c.jump(row) = median(rec.tau[j], i + 1, i + kAfter + 1) - median(rec.tau[j], i - kBefore, i);
+            }
+            changes.push_back(std::move(c));
+        }
+    }
+    PayloadModel out;
+    out.gravity = gravity;
+    const bool nm = unit == SignalUnit::Nm;
+    std::vector<double> scale(n, 1.0), error(n, 0.0);
+    std::vector<bool> believed(n, nm);
+    const Eigen::Vector3d prior(0.0, 0.0, model.tool().translation().z());
+    Eigen::Vector3d centre = prior;
+    std::array<double, 3> singular{0.0, 0.0, 0.0};
+    int excited = 0;
+    double rms = 0;
+    const auto fit_centre = [&] {
+        // min over c of sum (jump - k (a + b c))^2 over the joints whose scale is believed.
+        Eigen::Matrix3d ata = Eigen::Matrix3d::Zero();
+        Eigen::Vector3d atb = Eigen::Vector3d::Zero();
+        for (const auto& c : changes) {
+            for (std::size_t j = 0; j < n; ++j) {
+                if (!believed[j]) continue;
+                const auto row = static_cast<Eigen::Index>(j);
+                const Eigen::Vector3d x = scale[j] * c.b.row(row).transpose();
+                ata += x * x.transpose();
+                atb += x * (c.jump(row) - scale[j] * c.a(row));
+            }
+        }
+        // Only the directions the changes excite: moving the mass along the line of its weight
+        // changes no torque at a standstill, so a robot that always grasps and releases with the
+        // tool pointing down cannot tell how far along its axis the part hangs. Directions with a
+        // singular value under 1 % of the largest keep the prior: the foot of the model's tool
+        // point on the last joint's axis (a gripped part hangs on the flange's axis; the model's
+        // tool point is the TCP, or the identification's tracked point).
+        const Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> eig(ata);
+        const double top = eig.eigenvalues().maxCoeff();
+        centre = prior;
+        const Eigen::Vector3d rest = atb - ata * prior;
+        excited = 0;
+        for (int k = 0; k < 3; ++k) {
+            const double lambda = eig.eigenvalues()(k);
+            singular[static_cast<std::size_t>(k)] = std::sqrt(std::max(lambda, 0.0));
+            if (!(top > 0) || lambda < 1e-4 * top) continue;
+            const Eigen::Vector3d v = eig.eigenvectors().col(k);
+            centre += v * (v.dot(rest) / lambda);
+            ++excited;
+        }
+    };
+    const auto fit_scales = [&] {
+        for (std::size_t j = 0; j < n; ++j) {
+            double su = 0, uu = 0, ss = 0;
+            for (const auto& c : changes) {
+                const auto row = static_cast<Eigen::Index>(j);
+                const double u = c.a(row) + c.b.row(row).dot(centre);
+                su += c.jump(row) * u, uu += u * u, ss += c.jump(row) * c.jump(row);
+            }
+            if (changes.size() < 2 || !(uu > 0)) {
+                believed[j] = nm;
+                continue;
+            }
+            const double k = su / uu;
+            error[j] = std::sqrt(std::max(0.0, ss - k * su) / static_cast<double>(changes.size() - 1) / uu);
+            if (!nm) {
+                scale[j] = k;
+                believed[j] = k > 0 && error[j] <= 0.25 * k;
+            } else {
+                scale[j] = 1.0;
+                error[j] = error[j];
+            }
+        }
+    };
+    std::vector<double> measured(n, 0.0);
+    std::size_t usable = 0;
+    if (changes.size() >= 2) {
+        if (!nm) {
+            // Start from the centre at the last frame's origin, every joint believed at its own fit.
+            std::fill(believed.begin(), believed.end(), true);
+            fit_scales();
+            for (int iteration = 0; iteration < 20; ++iteration) {
+                fit_centre();
+                fit_scales();
+            }
+        } else {
+            fit_centre();
+            fit_scales();
+        }
+        // The residual after the fit, and each joint's own scale at the fitted centre (a check in Nm).
+        double sum = 0;
+        std::size_t count = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            double su = 0, uu = 0;
+            for (const auto& c : changes) {
+                const auto row = static_cast<Eigen::Index>(j);
+                const double u = c.a(row) + c.b.row(row).dot(centre);
+                su += c.jump(row) * u, uu += u * u;
+                if (believed[j]) {
+                    const double r = c.jump(row) - scale[j] * u;
+                    sum += r * r, ++count;
+                }
+            }
+            measured[j] = uu > 0 ? su / uu : 0.0;
+            usable += believed[j] ? 1 : 0;
+        }
+        rms = count ? std::sqrt(sum / static_cast<double>(count)) : 0.0;
+    }
+    for (std::size_t j = 0; j < n; ++j) out.signal_per_nm.push_back(believed[j] && changes.size() >= 2 ? scale[j] : 0.0);
+    const bool ok = changes.size() >= 3 && usable > 0;
+    Eigen::Isometry3d tool = Eigen::Isometry3d::Identity();
+    tool.translation() = centre;
+    out.model = DhModel(model.joints(), tool, model.base());
+    out.derivation = {{"method", "a point mass at c (last DH frame): torques J_p(q)^T m (a - g); c (and the signal per Nm unless "
+                                 "the signal is in Nm) fitted to the signal's jumps at declared payload changes while the robot stands"},
+                      {"payload_changes_while_standing", changes.size()},
+                      {"centre_of_mass", {centre.x(), centre.y(), centre.z()}},
+                      {"centre_prior", {prior.x(), prior.y(), prior.z()}},
+                      {"centre_singular_values", singular},
+                      {"centre_directions_fitted", excited},
+                      {"jump_rms_residual", rms},
+                      {"measured_signal_per_nm", measured},
+                      {"standard_error", error},
+                      {"usable", ok},
+                      {"note", ok ? fmt::format("fitted from {} payload changes while standing: centre of mass ({:.4f}, {:.4f}, {:.4f}) m in the "
+                                                "last frame, {} of {} joints compensated, jump residual {:.3g}",
+                                                changes.size(), centre.x(), centre.y(), centre.z(), usable, n, rms)
+                                  : fmt::format("not modelled: {} payload changes while the robot stands (needs >= 3 that give a scale)",
+                                                changes.size())}};
+    return out;
+}
+
 }  // namespace
 
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
@@ -294,6 +485,27 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     }
     if (!(options.target_cycles_per_false_stop > 1)) {
         throw std::invalid_argument(fmt::format("target cycles per false stop must be > 1, got {}", options.target_cycles_per_false_stop));
+    }
+    // Declared payload (dynamics.hpp): with the robot's kinematic model, a torque signal and a
+    // reference that declares its payload, a sample declaring another payload is compared with the
+    // reference plus the difference's torques. In the detector from the first pass on.
+    std::string payload_note = "no kinematic model given: a payload other than the reference's is an anomaly";
+    if (options.detector == DetectorKind::PhaseAware && (options.dynamics_model || options.kinematics)) {
+        const DhModel& model = options.dynamics_model ? *options.dynamics_model : options.kinematics->model;
+        if (model.dof() != profile.joints) {
+            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", model.dof(), reference.name, profile.joints));
+        }
+        if (profile.signal != SignalKind::Torque) {
+            payload_note = "not modelled: the signal is a motor-current magnitude (unsigned)";
+        } else if (profile.reference.payload.empty()) {
+            payload_note = "not modelled: the reference declares no payload (no 'payload' column)";
+        } else {
+            std::vector<const NamedRecording*> recordings{&reference};
+            for (const auto& nom : nominal) recordings.push_back(&nom);
+            auto fitted = fit_payload_model(model, recordings, profile.unit, options.gravity);
+            payload_note = fitted.derivation.value("note", std::string("fitted"));
+            if (fitted.derivation.value("usable", false)) profile.payload = std::move(fitted);
+        }
     }
     // The calibration pass: every nominal sample through the detector, as in operation.
     std::unique_ptr<Detector> detector;
@@ -412,6 +624,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                            {"clamped_levers", detector->clamped_levers()}};
     if (!ka_unscaled.empty()) profile.calibration["ka_unscaled_joints"] = ka_unscaled;
     if (options.detector == DetectorKind::PhaseAware) profile.calibration["speed_model"] = speed_note;
+    if (options.detector == DetectorKind::PhaseAware) profile.calibration["payload_model"] = payload_note;
     profile.validate();
     return profile;
 }

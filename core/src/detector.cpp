@@ -151,6 +151,33 @@ Detector::Detector(Profile profile, MatcherKind matcher)
             speed_motion_ = std::max(0.1 * *at, 1e-8);
         }
     }
+    payload_applied_.assign(profile_.joints, 0.0);
+    if (profile_.payload) {
+        // The reference unloaded: less its declared payload's torques J_p^T m (a - g) at its own
+        // angles and tool point accelerations (divided by its lever lengths for KA-mDTW).
+        const auto& pm = *profile_.payload;
+        const std::size_t size = profile_.reference.size();
+        reference_payload_ = profile_.reference.payload;
+        payload_acceleration_ = tool_point_acceleration(pm.model, profile_.reference.t, profile_.reference.q);
+        payload_frames_.resize(profile_.joints + 2);
+        payload_columns_.assign(profile_.joints, Eigen::Vector3d::Zero());
+        payload_inertial_.assign(profile_.joints, std::vector<double>(size, 0.0));
+        std::vector<double> q(profile_.joints), lever(profile_.joints, 1.0);
+        const bool ka = profile_.method == MatchingMethod::KaMdtw;
+        for (std::size_t k = 0; k < size; ++k) {
+            if (reference_payload_[k] == 0.0) continue;
+            for (std::size_t j = 0; j < profile_.joints; ++j) q[j] = profile_.reference.q[j][k];
+            tool_point_jacobian(pm.model, q, payload_frames_, payload_columns_);
+            if (ka) equivalent_lever_lengths(profile_.kinematics->model, q, profile_.kinematics->force, lever);
+            for (std::size_t j = 0; j < profile_.joints; ++j) {
+                const double scale = pm.signal_per_nm[j] * reference_payload_[k] / (ka && profile_.kinematics->scales(j) ? lever[j] : 1.0);
+                const double inertial = scale * payload_columns_[j].dot(payload_acceleration_[k]);
+                const double gravity = scale * payload_columns_[j].dot(-pm.gravity);
+                payload_inertial_[j][k] = inertial;
+                references_[j][k] -= inertial + gravity;
+            }
+        }
+    }
     if (matcher == MatcherKind::Streaming) {
         streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
     } else {
@@ -262,9 +289,25 @@ Decision Detector::update(const Sample& sample) {
         }
     }
 
+    // Declared payload: the newest sample unloaded, J_p(q)^T m (s^2 a - g) at its own angles, with
+    // the reference's tool point acceleration at the previous shared partner (a stream's first
+    // sample: at rest). Undeclared: the reference's payload there.
+    payload_active_ = std::isfinite(sample.payload) && sample.payload >= 0;
+    if (profile_.payload) {
+        const auto& pm = *profile_.payload;
+        const std::size_t at = has_shared_ ? shared_ : 0;
+        const double mass = payload_active_ ? sample.payload : reference_payload_[at];
+        tool_point_jacobian(pm.model, sample.q, payload_frames_, payload_columns_);
+        const Eigen::Vector3d accel = has_shared_ ? Eigen::Vector3d(speed_ratio_ * speed_ratio_ * payload_acceleration_[at]) : Eigen::Vector3d::Zero();
+        const Eigen::Vector3d force = mass * (accel - pm.gravity);
+        for (std::size_t j = 0; j < n; ++j) {
+            payload_applied_[j] = pm.signal_per_nm[j] * payload_columns_[j].dot(force) / (scaled ? levers_[j] : 1.0);
+        }
+    }
+
     // FIFO update; the first sample of a stream fills the whole window.
     for (std::size_t j = 0; j < n; ++j) {
-        const double value = scaled ? sample.tau[j] / levers_[j] : sample.tau[j];
+        const double value = (scaled ? sample.tau[j] / levers_[j] : sample.tau[j]) - payload_applied_[j];
         auto& ring = rings_[j];
         if (updates_ == 0) {
             std::fill(ring.begin(), ring.end(), value);

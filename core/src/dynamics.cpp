@@ -136,6 +136,79 @@ void smooth_derivatives(std::span<const double> t, std::span<const double> q, st
     }
 }
 
+void tool_point_jacobian(const DhModel& model, std::span<const double> q, std::span<Eigen::Isometry3d> frames,
+                         std::span<Eigen::Vector3d> columns) {
+    const std::size_t n = model.dof();
+    if (columns.size() < n) throw std::invalid_argument(fmt::format("tool point Jacobian: {} columns, expected {}", columns.size(), n));
+    model.forward(q, frames);
+    const Eigen::Vector3d p = frames[n + 1].translation();
+    for (std::size_t i = 0; i < n; ++i) {
+        const Eigen::Vector3d z = frames[i].linear().col(2);
+        columns[i] = model.joints()[i].type == JointType::Revolute ? Eigen::Vector3d(z.cross(p - frames[i].translation())) : z;
+    }
+}
+
+std::vector<Eigen::Vector3d> tool_point_acceleration(const DhModel& model, std::span<const double> t,
+                                                     const std::vector<std::vector<double>>& q) {
+    const std::size_t size = t.size();
+    if (q.size() != model.dof()) {
+        throw std::invalid_argument(fmt::format("tool point acceleration: {} joints, the model has {}", q.size(), model.dof()));
+    }
+    std::array<std::vector<double>, 3> position;
+    for (auto& c : position) c.resize(size);
+    std::vector<double> qk(model.dof());
+    for (std::size_t k = 0; k < size; ++k) {
+        for (std::size_t j = 0; j < model.dof(); ++j) qk[j] = q[j][k];
+        const Eigen::Vector3d p = model.tool_pose(qk).translation();
+        for (int c = 0; c < 3; ++c) position[static_cast<std::size_t>(c)][k] = p[c];
+    }
+    std::vector<Eigen::Vector3d> out(size, Eigen::Vector3d::Zero());
+    std::vector<double> velocity(size), acceleration(size);
+    for (int c = 0; c < 3; ++c) {
+        smooth_derivatives(t, position[static_cast<std::size_t>(c)], kDerivativeHalfWidth, velocity, acceleration);
+        for (std::size_t k = 0; k < size; ++k) out[k][c] = acceleration[k];
+    }
+    return out;
+}
+
+nlohmann::json to_json(const PayloadModel& model) {
+    return {{"model", to_json(model.model)},
+            {"gravity", {model.gravity.x(), model.gravity.y(), model.gravity.z()}},
+            {"signal_per_nm", model.signal_per_nm},
+            {"derivation", model.derivation}};
+}
+
+PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints) {
+    if (!j.is_object() || !j.contains("model") || !j.contains("signal_per_nm")) {
+        throw std::invalid_argument("payload_model needs 'model' and 'signal_per_nm'");
+    }
+    PayloadModel m;
+    m.model = dh_model_from_json(j.at("model"));
+    if (m.model.dof() != joints) {
+        throw std::invalid_argument(fmt::format("payload_model: the kinematic model has {} joints; the profile has {}", m.model.dof(), joints));
+    }
+    try {
+        m.signal_per_nm = j.at("signal_per_nm").get<std::vector<double>>();
+        if (j.contains("gravity")) {
+            const auto g = j.at("gravity").get<std::vector<double>>();
+            if (g.size() != 3) throw std::invalid_argument(fmt::format("payload_model.gravity has {} numbers; expected 3", g.size()));
+            m.gravity = Eigen::Vector3d(g[0], g[1], g[2]);
+        }
+    } catch (const nlohmann::json::exception&) {
+        throw std::invalid_argument("payload_model.signal_per_nm and gravity must be arrays of numbers");
+    }
+    if (m.signal_per_nm.size() != joints) {
+        throw std::invalid_argument(fmt::format("payload_model.signal_per_nm has {} values; expected {}", m.signal_per_nm.size(), joints));
+    }
+    for (std::size_t i = 0; i < joints; ++i) {
+        if (!std::isfinite(m.signal_per_nm[i])) {
+            throw std::invalid_argument(fmt::format("payload_model.signal_per_nm[{}] is {}; expected a finite number", i, m.signal_per_nm[i]));
+        }
+    }
+    if (j.contains("derivation")) m.derivation = j.at("derivation");
+    return m;
+}
+
 namespace {
 
 struct NormalEquations {

@@ -86,6 +86,20 @@ void Profile::validate() const {
             }
         }
     }
+    if (!reference.payload.empty() && reference.payload.size() != reference.size()) {
+        throw std::invalid_argument(fmt::format("the reference declares {} payload values for {} samples", reference.payload.size(), reference.size()));
+    }
+    for (std::size_t k = 0; k < reference.payload.size(); ++k) {
+        if (!(reference.payload[k] >= 0) || !std::isfinite(reference.payload[k])) {
+            throw std::invalid_argument(fmt::format("reference payload at sample {} is {}; expected a mass >= 0 kg", k, reference.payload[k]));
+        }
+    }
+    if (payload) {
+        if (reference.payload.empty()) throw std::invalid_argument("a payload model needs a reference that declares its payload");
+        if (payload->model.dof() != joints || payload->signal_per_nm.size() != joints) {
+            throw std::invalid_argument(fmt::format("payload model for {} joints; expected {}", payload->model.dof(), joints));
+        }
+    }
     if (method == MatchingMethod::KaMdtw) {
         if (!kinematics) throw std::invalid_argument("KA-mDTW profile has no kinematics");
         if (kinematics->model.dof() != joints) {
@@ -128,6 +142,7 @@ nlohmann::json to_json(const Profile& p) {
                 {"t", p.reference.t},
                 {"tau", p.reference.tau},
                 {"q", p.reference.q}};
+    if (!p.reference.payload.empty()) ref["payload"] = p.reference.payload;
     json out = {{"format", "warpguard-profile"},
                 {"version", 1},
                 {"robot", p.robot},
@@ -158,6 +173,7 @@ nlohmann::json to_json(const Profile& p) {
                               {"rule1", rule1}};
     }
     if (p.speed) out["speed_model"] = to_json(*p.speed);
+    if (p.payload) out["payload_model"] = to_json(*p.payload);
     if (p.kinematics) {
         const auto& k = *p.kinematics;
         out["kinematics"] = {{"model", to_json(k.model)},
@@ -212,6 +228,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     p.reference.t = typed<std::vector<double>>(ref, "t", "reference");
     p.reference.tau = typed<std::vector<std::vector<double>>>(ref, "tau", "reference");
     p.reference.q = typed<std::vector<std::vector<double>>>(ref, "q", "reference");
+    if (ref.contains("payload")) p.reference.payload = typed<std::vector<double>>(ref, "payload", "reference");
     const auto& ths = field(j, "thresholds", "profile");
     if (!ths.is_array()) throw std::invalid_argument("profile.thresholds must be an array");
     for (std::size_t k = 0; k < ths.size(); ++k) {
@@ -250,6 +267,9 @@ Profile profile_from_json(const nlohmann::json& j) {
     }
     if (j.contains("speed_model") && !j.at("speed_model").is_null()) {
         p.speed = speed_model_from_json(j.at("speed_model"), p.joints, p.reference.size());
+    }
+    if (j.contains("payload_model") && !j.at("payload_model").is_null()) {
+        p.payload = payload_model_from_json(j.at("payload_model"), p.joints);
     }
     if (j.contains("kinematics") && !j.at("kinematics").is_null()) {
         const auto& k = j.at("kinematics");

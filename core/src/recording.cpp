@@ -1,6 +1,7 @@
 #include "warpguard/recording.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -41,6 +42,18 @@ void Recording::append(const Sample& s) {
         throw std::invalid_argument(fmt::format("sample has {} signal and {} angle values; expected {} each",
                                                 s.tau.size(), s.q.size(), joints_));
     }
+    const bool declared = std::isfinite(s.payload);
+    if (declared && s.payload < 0) {
+        throw std::invalid_argument(fmt::format("declared payload must be >= 0 kg, got {}", s.payload));
+    }
+    if (declared != declares_payload() && !t.empty()) {
+        throw std::invalid_argument(declared ? fmt::format("sample {} declares a payload ({} kg) in a recording whose earlier samples "
+                                                           "declare none; a recording declares it in every sample or in none",
+                                                           t.size(), s.payload)
+                                             : fmt::format("sample {} declares no payload in a recording whose earlier samples do",
+                                                           t.size()));
+    }
+    if (declared) payload.push_back(s.payload);
     t.push_back(s.t);
     seq.push_back(s.seq);
     cycle.push_back(s.cycle);
@@ -56,7 +69,9 @@ Sample Recording::sample(std::size_t i, std::span<double> scratch_tau, std::span
         scratch_tau[j] = tau[j][i];
         scratch_q[j] = q[j][i];
     }
-    return Sample{t[i], seq[i], cycle[i], mode[i], scratch_tau.first(joints_), scratch_q.first(joints_)};
+    Sample s{t[i], seq[i], cycle[i], mode[i], scratch_tau.first(joints_), scratch_q.first(joints_)};
+    if (declares_payload()) s.payload = payload[i];
+    return s;
 }
 
 std::vector<CycleSpan> Recording::cycles() const {
@@ -91,6 +106,7 @@ Recording Recording::slice(std::size_t begin, std::size_t end) const {
     copy(seq, out.seq);
     copy(cycle, out.cycle);
     copy(mode, out.mode);
+    if (declares_payload()) copy(payload, out.payload);
     for (std::size_t j = 0; j < joints_; ++j) {
         copy(tau[j], out.tau[j]);
         copy(q[j], out.q[j]);

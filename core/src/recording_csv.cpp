@@ -128,26 +128,30 @@ public:
                                         shorten(header[c])));
             }
         }
+        // Optional: the declared payload, then the simulator's ground truth.
+        const bool payload = header.size() > expected.size() && header[expected.size()] == "payload";
+        const std::size_t base = expected.size() + (payload ? 1 : 0);
         bool ground_truth = false;
-        if (header.size() > expected.size()) {
+        if (header.size() > base) {
             for (std::size_t k = 0; k < kGroundTruthColumns.size(); ++k) {
-                const std::size_t c = expected.size() + k;
+                const std::size_t c = base + k;
                 const std::string_view got = c < header.size() ? header[c] : std::string_view("<nothing>");
                 if (got != kGroundTruthColumns[k]) {
-                    fail(c + 1, fmt::format("expected ground-truth column '{}' (got '{}'); ground truth is "
-                                            "contact,contact_force,contact_link",
-                                            kGroundTruthColumns[k], shorten(got)));
+                    fail(c + 1, fmt::format("expected {}ground-truth column '{}' (got '{}'); after the angles come "
+                                            "an optional 'payload' and the optional ground truth contact,contact_force,contact_link",
+                                            k == 0 && !payload ? "'payload' or " : "", kGroundTruthColumns[k], shorten(got)));
                 }
             }
-            if (header.size() > expected.size() + kGroundTruthColumns.size()) {
-                fail(expected.size() + kGroundTruthColumns.size() + 1,
+            if (header.size() > base + kGroundTruthColumns.size()) {
+                fail(base + kGroundTruthColumns.size() + 1,
                      fmt::format("unexpected column '{}' after contact_link",
-                                 shorten(header[expected.size() + kGroundTruthColumns.size()])));
+                                 shorten(header[base + kGroundTruthColumns.size()])));
             }
             ground_truth = true;
         }
-        const std::size_t columns = expected.size() + (ground_truth ? kGroundTruthColumns.size() : 0);
+        const std::size_t columns = base + (ground_truth ? kGroundTruthColumns.size() : 0);
         names_.assign(expected.begin(), expected.end());
+        if (payload) names_.push_back("payload");
         if (ground_truth) names_.insert(names_.end(), kGroundTruthColumns.begin(), kGroundTruthColumns.end());
 
         // Rows.
@@ -178,9 +182,15 @@ public:
             }
             s.tau = tau;
             s.q = q;
+            if (payload) {
+                s.payload = real(fields, 4 + 2 * n);
+                if (s.payload < 0) {
+                    fail(5 + 2 * n, fmt::format("payload must be >= 0 kg (got '{}')", fields[4 + 2 * n]));
+                }
+            }
             rec.append(s);
             if (ground_truth) {
-                const std::size_t c = 4 + 2 * n;
+                const std::size_t c = base;
                 const auto contact = integer<std::uint8_t>(fields, c);
                 if (contact > 1) fail(c + 1, fmt::format("contact must be 0 or 1 (got '{}')", fields[c]));
                 const double force = real(fields, c + 1);
@@ -268,6 +278,7 @@ void write_recording(const Recording& rec, std::ostream& out) {
     const auto header = expected_header(rec.joints());
     std::string line;
     for (std::size_t c = 0; c < header.size(); ++c) line += (c ? "," : "") + header[c];
+    if (rec.declares_payload()) line += ",payload";
     if (rec.has_ground_truth()) line += ",contact,contact_force,contact_link";
     out << line << '\n';
 
@@ -278,6 +289,7 @@ void write_recording(const Recording& rec, std::ostream& out) {
         fmt::format_to(std::back_inserter(buf), "{},{},{},{}", rec.t[i], rec.seq[i], rec.cycle[i], rec.mode[i]);
         for (std::size_t j = 0; j < rec.joints(); ++j) fmt::format_to(std::back_inserter(buf), ",{}", rec.tau[j][i]);
         for (std::size_t j = 0; j < rec.joints(); ++j) fmt::format_to(std::back_inserter(buf), ",{}", rec.q[j][i]);
+        if (rec.declares_payload()) fmt::format_to(std::back_inserter(buf), ",{}", rec.payload[i]);
         if (rec.has_ground_truth()) {
             const auto& gt = *rec.ground_truth;
             fmt::format_to(std::back_inserter(buf), ",{},{},{}", gt.contact[i], gt.contact_force[i], gt.contact_link[i]);

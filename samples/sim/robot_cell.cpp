@@ -256,6 +256,7 @@ Recording RobotCell::record(std::size_t cycles) {
     // Desired joint motion and its derivatives with respect to task time at task time tau.
     std::size_t segment = 0;
     std::size_t events = 0;  // segments whose grasp/release has been carried out
+    double declared_payload = 0.0;  // what the task program has declared (set_payload / GripLoad)
     std::vector<double> q(n), dq(n), ddq(n);
     auto desired = [&](double tau) {
         std::fill(dq.begin(), dq.end(), 0.0);
@@ -266,8 +267,8 @@ Recording RobotCell::record(std::size_t cycles) {
         }
         while (segment + 1 < p.segments.size() && tau >= p.segments[segment + 1].start) ++segment;
         for (; events <= segment; ++events) {
-            if (p.segments[events].grasp) sim.set_payload(p.segments[events].mass);
-            if (p.segments[events].release) sim.set_payload(0.0);
+            if (p.segments[events].grasp) sim.set_payload(declared_payload = p.segments[events].mass);
+            if (p.segments[events].release) sim.set_payload(declared_payload = 0.0);
         }
         const Segment& s = p.segments[segment];
         if (s.duration > 0 && s.from != s.to) {
@@ -292,7 +293,7 @@ Recording RobotCell::record(std::size_t cycles) {
         obstacle_target = robot_.kinematics.tool_pose(q).translation() + options_.obstacle->offset;
         segment = saved_segment;
         events = saved_events;
-        sim.set_payload(0.0);
+        sim.set_payload(declared_payload = 0.0);
     }
 
     const double pre = 0.2, post = 0.2;
@@ -426,7 +427,8 @@ Recording RobotCell::record(std::size_t cycles) {
                 angles[i] = sim.data()->qpos[i];
             }
             const double robot_clock = std::round((t + pre) * 1e6) / 1e6;
-            const Sample sample{robot_clock, seq++, counter, 0u, measured, angles};
+            Sample sample{robot_clock, seq++, counter, 0u, measured, angles};
+            sample.payload = declared_payload;
             rec.append(sample);
             rec.ground_truth->contact.push_back(force > 0.0 ? 1 : 0);
             rec.ground_truth->contact_force.push_back(force);

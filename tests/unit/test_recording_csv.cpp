@@ -1,4 +1,6 @@
 // The recording file format: round trip and one-line errors with file, line and column.
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -86,6 +88,47 @@ TEST_CASE("writing and reading a recording gives back the same numbers", "[csv]"
     CHECK(back.info().robot == "irb120");
 }
 
+TEST_CASE("the declared payload column is read, written back and sliced with the samples", "[csv]") {
+    const Recording rec = parse(kHeader.substr(0, kHeader.size() - 1) +
+                                ",payload,contact,contact_force,contact_link\n"
+                                "0.000,1,1,0,1.5,2.5,0.1,0.2,0,0,0,0\n"
+                                "0.004,2,1,0,1.6,2.4,0.1,0.2,1.25,1,20,3\n"
+                                "0.008,3,2,0,1.7,2.3,0.1,0.2,1.25,0,0,0\n");
+    REQUIRE(rec.declares_payload());
+    CHECK(rec.payload == std::vector<double>{0.0, 1.25, 1.25});
+    CHECK(rec.ground_truth->contact_force[1] == 20.0);
+    std::vector<double> tau(2), q(2);
+    CHECK(rec.sample(1, tau, q).payload == 1.25);
+    std::stringstream text;
+    write_recording(rec, text);
+    const Recording back = read_recording(text, "mem");
+    CHECK(back.payload == rec.payload);
+    CHECK(back.ground_truth->contact_link == rec.ground_truth->contact_link);
+    CHECK(rec.slice(1, 3).payload == std::vector<double>{1.25, 1.25});
+    // Without the column nothing is declared, and a sample reads NaN.
+    const Recording plain = parse(kHeader + "0.0,1,1,0,1,2,0,0\n");
+    CHECK_FALSE(plain.declares_payload());
+    CHECK(std::isnan(plain.sample(0, tau, q).payload));
+}
+
+TEST_CASE("a recording declares its payload in every sample or in none", "[csv]") {
+    Recording rec(1, RecordingInfo{});
+    const double tau[1] = {1.0}, q[1] = {0.0};
+    Sample s{0.0, 0, 0, 0u, tau, q};
+    rec.append(s);
+    s.payload = 2.0;
+    CHECK_THROWS_WITH(rec.append(s), "sample 1 declares a payload (2 kg) in a recording whose earlier samples declare none; "
+                                     "a recording declares it in every sample or in none");
+    Recording declared(1, RecordingInfo{});
+    declared.append(s);
+    s.payload = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH(declared.append(s), "sample 1 declares no payload in a recording whose earlier samples do");
+    s.payload = -1.0;
+    CHECK_THROWS_WITH(declared.append(s), "declared payload must be >= 0 kg, got -1");
+    CHECK(declared.size() == 1);  // nothing half-appended
+    CHECK(declared.payload.size() == 1);
+}
+
 TEST_CASE("malformed files give one line with file, line, column and the offending text", "[csv]") {
     CHECK(error_of(kHeader + "0.0,1,1,0,1.5,abc,0,0\n") ==
           "run.csv:7:6: column 'tau2' expects a finite number (got 'abc')");
@@ -104,8 +147,15 @@ TEST_CASE("malformed files give one line with file, line, column and the offendi
           "run.csv:2:11: signal 'force' is not known; expected torque or current");
     CHECK(error_of("# joints 2\n") == "run.csv:1:1: metadata line must be '# key: value' (got '# joints 2')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",contact,force,contact_link\n") ==
-          "run.csv:6:10: expected ground-truth column 'contact_force' (got 'force'); ground truth is "
-          "contact,contact_force,contact_link");
+          "run.csv:6:10: expected ground-truth column 'contact_force' (got 'force'); after the angles come an optional "
+          "'payload' and the optional ground truth contact,contact_force,contact_link");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",mass\n") ==
+          "run.csv:6:9: expected 'payload' or ground-truth column 'contact' (got 'mass'); after the angles come an optional "
+          "'payload' and the optional ground truth contact,contact_force,contact_link");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0,-0.5\n") ==
+          "run.csv:7:9: payload must be >= 0 kg (got '-0.5')");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0\n") ==
+          "run.csv:7:9: row has 8 values; expected 9 (one per header column)");
     CHECK(error_of("# joints: 1\n# signal: torque\n# unit: Nm\nt,seq,cycle,mode,tau1,q1,contact,contact_force,contact_link\n"
                    "0,0,0,0,1,1,2,0,0\n") == "run.csv:5:7: contact must be 0 or 1 (got '2')");
 }

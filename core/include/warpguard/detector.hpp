@@ -24,6 +24,8 @@
 #include <span>
 #include <vector>
 
+#include <Eigen/Geometry>
+
 #include "warpguard/decision.hpp"
 #include "warpguard/decision_rules.hpp"
 #include "warpguard/mdtw.hpp"
@@ -85,6 +87,11 @@ public:
     // (1 = as recorded; 0.7 at 70 % override), estimated from the joint velocities; else 1.
     double speed_ratio() const { return speed_ratio_; }
     bool has_speed_model() const { return !speed_inertial_.empty(); }
+    // The profile models a declared payload; the last sample declared one; what its payload's
+    // torque took off each joint's newest sample (matched units).
+    bool has_payload_model() const { return profile_.payload.has_value(); }
+    bool payload_declared() const { return payload_active_; }
+    double payload_taken_off(std::size_t joint) const { return payload_applied_[joint]; }
     // The speed ratio has enough evidence behind it since the stream began to be believed.
     bool speed_settled() const { return speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled; }
     // Phase-aware, with a speed model: the running speed is not the recorded one (beyond the
@@ -116,7 +123,11 @@ private:
     // The reference value of `joint` at reference sample k, as expected at the current speed ratio.
     double expected(std::size_t joint, std::size_t k) const {
         const double b = references_[joint][k];
-        return speed_inertial_.empty() ? b : b + speed_c2_ * speed_inertial_[joint][k] + speed_c1_ * speed_viscous_[joint][k];
+        if (speed_inertial_.empty()) return b;
+        const double at_speed = b + speed_c2_ * speed_inertial_[joint][k] + speed_c1_ * speed_viscous_[joint][k];
+        // With a payload model the reference is matched unloaded: its payload's inertial torque,
+        // taken off at the recorded speed, scales with the square of the speed ratio too.
+        return payload_inertial_.empty() ? at_speed : at_speed - speed_c2_ * payload_inertial_[joint][k];
     }
     void update_speed(std::size_t partner, std::span<const double> q);
 
@@ -176,6 +187,20 @@ private:
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
     static constexpr std::size_t kPartnerSlack = 2;
+    // Declared payload (profile.payload). Both sides are matched unloaded: the reference less its
+    // own declared payload's torques (computed once, at its angles and accelerations), the newest
+    // sample less the payload it declares (at its angles, with the tool point's acceleration of the
+    // reference at the previous shared partner, times the square of the speed ratio). A stream that
+    // declares nothing is taken to carry the reference's payload at that partner.
+    // Per reference sample: the declared payload and the tool point's acceleration; per joint and
+    // reference sample: the inertial part of the reference's payload torque (matched units).
+    std::vector<double> reference_payload_;
+    std::vector<Eigen::Vector3d> payload_acceleration_;
+    std::vector<std::vector<double>> payload_inertial_;
+    std::vector<Eigen::Isometry3d> payload_frames_;
+    std::vector<Eigen::Vector3d> payload_columns_;
+    std::vector<double> payload_applied_;  // per joint: what was taken off the newest sample
+    bool payload_active_ = false;          // the newest sample declared its payload
     std::size_t head_ = 0;                         // ring index of the oldest sample
     std::size_t updates_ = 0;
     std::size_t clamped_levers_ = 0;

@@ -125,6 +125,36 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
                            std::size_t max_rows = 60000, ParameterSharing sharing = ParameterSharing::ByUnit);
 
+// A payload the robot program declares (Sample::payload, kg), carried at the kinematic model's tool
+// point: a point mass there needs the joint torques J_p(q)^T m (a_p - g) (J_p the tool point's
+// translational Jacobian, a_p its acceleration). The part's own rotational inertia is left out (a
+// gripped part of a few kg at a few centimetres' radius: under 1 % of its gravity torque). The
+// reference is recorded with its own declared payload; a sample that declares another is compared
+// with the reference plus the difference's torques, the tool point's acceleration taken from the
+// reference at the matched sample (times the square of the speed ratio).
+struct PayloadModel {
+    DhModel model;                                          // its tool: where the payload is carried
+    Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81);  // base frame, m/s^2
+    // Per joint: signal units per Nm. 1 for a signal in Nm; for percent of rated torque measured
+    // from the jumps at the declared payload changes of the recordings (0: not measurable, that
+    // joint is compared as recorded).
+    std::vector<double> signal_per_nm;
+    nlohmann::json derivation = nlohmann::json::object();
+};
+
+// Columns of the tool point's translational Jacobian at q, in the model's base frame (revolute:
+// z_{i-1} x (p - o_{i-1}); prismatic: z_{i-1}). `frames` holds dof()+2 entries of scratch,
+// `columns` dof(). Does not allocate.
+void tool_point_jacobian(const DhModel& model, std::span<const double> q, std::span<Eigen::Isometry3d> frames,
+                         std::span<Eigen::Vector3d> columns);
+// The tool point's acceleration (base frame) along a recorded joint trajectory: a local quadratic
+// fit of its position over +- kDerivativeHalfWidth samples with the real time stamps.
+std::vector<Eigen::Vector3d> tool_point_acceleration(const DhModel& model, std::span<const double> t,
+                                                     const std::vector<std::vector<double>>& q);
+
+nlohmann::json to_json(const PayloadModel& model);
+PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints);
+
 nlohmann::json to_json(const SpeedModel& model);
 SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size);
 

@@ -77,6 +77,7 @@ struct Reference {
     std::vector<double> t;
     std::vector<std::vector<double>> tau;  // tau[joint][k]
     std::vector<std::vector<double>> q;    // q[joint][k]
+    std::vector<double> payload;           // payload declared at each sample, kg (empty: not declared)
     std::size_t size() const { return t.size(); }
 };
 
@@ -108,6 +109,10 @@ struct Profile {
     // Speed-override model (dynamics.hpp): what of the reference scales with the speed ratio.
     // Optional; calibration adds it when the robot's kinematic model is known.
     std::optional<SpeedModel> speed;
+    // Declared-payload model (dynamics.hpp): what a heavier or lighter part than the reference's
+    // adds. Calibration adds it when the kinematic model is known and the reference declares its
+    // payload; the detector uses it for samples that declare theirs.
+    std::optional<PayloadModel> payload;
     // Record of how the profile was made: nominal files, window counts, options.
     nlohmann::json calibration = nlohmann::json::object();
 

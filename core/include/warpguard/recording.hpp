@@ -5,8 +5,10 @@
 // the unit is carried in the metadata and in every profile built from it.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -33,6 +35,9 @@ struct Sample {
     std::uint32_t mode = 0;       // mode bits from the robot task
     std::span<const double> tau;  // joint signal, one value per joint
     std::span<const double> q;    // joint angles, rad
+    // The payload the robot program has declared (kg; e.g. URScript set_payload, RAPID GripLoad),
+    // carried by the tool at its tool centre point; NaN when the robot does not send it.
+    double payload = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Ground truth written by the simulator: which samples belong to an unscripted contact.
@@ -71,8 +76,12 @@ public:
     const RecordingInfo& info() const { return info_; }
     RecordingInfo& info() { return info_; }
     bool has_ground_truth() const { return ground_truth.has_value(); }
+    // Every sample carries the payload the robot program declared (column `payload`).
+    bool declares_payload() const { return !payload.empty(); }
 
     // Appends one sample; tau and q must have joints() values each (std::invalid_argument otherwise).
+    // A recording declares the payload from its first sample on or not at all: a sample that
+    // breaks that (a finite payload after samples without, or none after samples with) is refused.
     void append(const Sample& s);
     // Sample view of row i; the spans point into `scratch_tau` / `scratch_q` (each joints() long).
     Sample sample(std::size_t i, std::span<double> scratch_tau, std::span<double> scratch_q) const;
@@ -90,6 +99,7 @@ public:
     std::vector<std::uint32_t> mode;
     std::vector<std::vector<double>> tau;  // tau[joint][row]
     std::vector<std::vector<double>> q;    // q[joint][row]
+    std::vector<double> payload;           // declared payload per row, kg (empty: not declared)
     std::optional<GroundTruth> ground_truth;
 
 private:
