@@ -10,7 +10,9 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
     ! Instructions marked CONFIRMED were seen in ABB's public RAPID reference or driver; UNCONFIRMED
     ! ones must be checked on the controller (see README.md).
 
-    PERS num wg_cycle:=0;        ! shared with T_ROB1: +1 at every cycle start
+    PERS num wg_cycle:=0;
+
+    PERS num wg_payload:=0;  ! kg, the payload the program declared (WgPayload in T_ROB1)        ! shared with T_ROB1: +1 at every cycle start
     PERS bool wg_record:=FALSE;  ! shared with T_ROB1: asks for a recording (mode bit 4)
 
     CONST string WG_HOST:="@WG_HOST@";
@@ -19,7 +21,7 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
     CONST num WG_PERIOD:=@WG_PERIOD_S@;    ! s between samples
     CONST num WG_TIMEOUT:=@WG_TIMEOUT_S@;  ! s to wait for a reply before stopping
     ! Handshake: angles in degrees (CJointT), framing binary.
-    CONST string WG_HELLO:="WG1;@WG_ROBOT_ID@;abb;@WG_SIGNAL@;@WG_UNIT@;@WG_JOINTS@;deg;@WG_PERIOD_MS@;@WG_TIMEOUT_MS@;binary";
+    CONST string WG_HELLO:="WG1;@WG_ROBOT_ID@;abb;@WG_SIGNAL@;@WG_UNIT@;@WG_JOINTS@;deg;@WG_PERIOD_MS@;@WG_TIMEOUT_MS@;binary@WG_HELLO_OPTIONS@";
 
     VAR socketdev wg_sock;
     VAR rawbytes wg_frame;
@@ -135,7 +137,7 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
         FOR i FROM 1 TO WG_JOINTS DO
             PackRawBytes wg_angle{i}, wg_frame, 17+4*(WG_JOINTS+i)\Network\Float4;
         ENDFOR
-        SocketSend wg_sock\RawData:=wg_frame;
+@WG_PAYLOAD_FIELD@        SocketSend wg_sock\RawData:=wg_frame;
         ClearRawBytes wg_reply;
         SocketReceive wg_sock\RawData:=wg_reply\ReadNoOfBytes:=4\Time:=WG_TIMEOUT;
         UnpackRawBytes wg_reply, 1, reply\Network\IntX:=DINT;

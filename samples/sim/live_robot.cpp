@@ -17,6 +17,8 @@
 #include <cstring>
 #include <thread>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace warpguard::sim {
@@ -244,6 +246,9 @@ Reply LiveRobot::on_sample(const Sample& s) {
             f.signal[j] = s.tau[j];
             f.angle[j] = s.q[j] * angle_scale;
         }
+        // With the handshake's `payload` option: what the task program declared (as the vendor
+        // scripts send it); 0 when the cell does not know it.
+        if (options_.handshake.payload) f.payload = std::isfinite(s.payload) ? s.payload : 0.0;
         const std::string bytes = options_.handshake.framing == protocol::Framing::Binary ? protocol::encode_sample_binary(f)
                                                                                           : protocol::encode_sample_ascii(f, options_.handshake.angles);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     std::size_t contacts_from = 0, window = 30;
     std::string record_request;
     bool without = false;
+    bool declare_payload = false;
     std::size_t obstacle_cycle = 0;
     double obstacle_hold = -1.0;
     auto* run = app.add_subcommand("run", "Play the robot live against warpguardd over the wire protocol (like the vendor script)");
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
     run->add_option("--obstacle-in-cycle", obstacle_cycle, "Put the box where the tool will be 1.5 s into this cycle (1-based)");
     run->add_option("--record-request", record_request, "Cycles A:B during which the program sets the record bit (mode bit 4)");
     run->add_option("--window", window, "Detection window in samples used to judge detections (the profile's m)")->capture_default_str();
+    run->add_flag("--declare-payload", declare_payload, "Send the declared payload with every sample (handshake option 'payload')");
     run->add_flag("--without", without, "Also simulate the same run without WarpGuard and compare peak contact forces");
     run->add_option("--out", out, "CSV file for the robot's samples with ground truth");
     run->add_option("--report", report, "JSON summary to write");
@@ -188,6 +190,7 @@ int main(int argc, char** argv) {
             live.port = static_cast<std::uint16_t>(std::stoi(connect.substr(colon + 1)));
             const protocol::Vendor v = vendor == "ur" ? protocol::Vendor::UR : vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso;
             live.handshake = sim::vendor_handshake(v, robot_id, robot.signal, robot.unit, robot.dof());
+            live.handshake.payload = declare_payload;
             if (run_period > 0) live.handshake.period = run_period;
             if (timeout_ms > 0) live.handshake.timeout = timeout_ms / 1e3;
             live.speed = speed;

@@ -86,7 +86,8 @@ nlohmann::json to_json(const RobotConfig& r) {
             {"joints", r.joints},
             {"profile", r.profile},
             {"mode", to_string(r.mode)},
-            {"robot_starts_recording", r.robot_starts_recording}};
+            {"robot_starts_recording", r.robot_starts_recording},
+            {"payload", r.payload}};
 }
 
 RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& where) {
@@ -111,6 +112,7 @@ RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& w
         r.mode = parse_mode(get<std::string>(j, "mode", at, "idle"));
         if (r.mode == Mode::Record) throw std::invalid_argument("mode 'record' cannot be a start mode; use idle, shadow or detect");
         r.robot_starts_recording = get<bool>(j, "robot_starts_recording", at, false);
+        r.payload = get<bool>(j, "payload", at, false);
     } catch (const std::invalid_argument& e) {
         const std::string what = e.what();
         if (what.rfind(at, 0) == 0) throw;

@@ -36,6 +36,9 @@ struct RobotConfig {
     std::string profile;          // a profile JSON to activate at start (optional)
     Mode mode = Mode::Idle;       // mode at first start; later the stored mode wins
     bool robot_starts_recording = false;  // mode bit 2 from the robot program starts/stops a recording
+    // The robot's task sends the payload its program declares with every sample (handshake option
+    // `payload`, PROTOCOL.md §2); recordings then carry it and the default detector expects it.
+    bool payload = false;
 };
 nlohmann::json to_json(const RobotConfig& robot);
 // Throws std::invalid_argument naming `where`, the key and the value.

@@ -181,6 +181,9 @@ json calibrate_command(DaemonContext& c, const json& request) {
                                   {"derivation", ph.derivation},
                                   {"joints", joints}};
     }
+    // What the default detector does about speed override and a declared payload, as calibration said.
+    if (profile.calibration.contains("speed_model")) summary["speed_model"] = profile.calibration.at("speed_model");
+    if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
     const std::int64_t id = c.store.add_profile(session->id(), recording_id, summary, to_json(profile).dump());
     EventRecord e;
     e.robot = session->id();

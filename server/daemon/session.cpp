@@ -280,6 +280,9 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
     } else if (h.signal != config_.signal || h.unit != config_.unit) {
         mismatch = fmt::format("signal {} in {} but the robot is configured for {} in {}", to_string(h.signal), to_string(h.unit),
                                to_string(config_.signal), to_string(config_.unit));
+    } else if (h.payload != config_.payload) {
+        mismatch = h.payload ? "its samples declare the payload but the robot is configured without (\"payload\": true in its configuration)"
+                             : "its samples do not declare the payload but the robot is configured with it (handshake option 'payload')";
     } else if (config_.address != "any") {
         const std::string host = remote.substr(0, remote.rfind(':'));
         if (host != config_.address) mismatch = fmt::format("it connected from {} but may only connect from {}", host, config_.address);
@@ -525,6 +528,7 @@ void RobotSession::write_record_locked(const protocol::SampleFrame& f) {
     std::fprintf(out, "%.17g,%lld,%lld,%u", f.t, static_cast<long long>(f.seq), static_cast<long long>(f.cycle), f.mode);
     for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.signal[j]);
     for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.angle[j]);
+    if (config_.payload) std::fprintf(out, ",%.17g", f.payload);
     std::fputc('\n', out);
     if (record_samples_ > 0 && f.cycle != record_last_cycle_) ++record_cycle_changes_;
     record_last_cycle_ = f.cycle;
@@ -804,6 +808,7 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
         std::fprintf(f, "t,seq,cycle,mode");
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",tau%zu", j);
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",q%zu", j);
+        if (config_.payload) std::fprintf(f, ",payload");
         std::fputc('\n', f);
     } catch (...) {
         if (f) std::fclose(f);

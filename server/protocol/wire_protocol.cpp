@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -93,9 +94,9 @@ std::string to_string(Vendor v) { return v == Vendor::UR ? "ur" : v == Vendor::A
 Handshake parse_handshake(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const auto f = split(line);
-    if (f.size() != 10) {
+    if (f.size() != 10 && f.size() != 11) {
         throw ProtocolError("handshake has " + std::to_string(f.size()) +
-                            " fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing");
+                            " fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing[;payload]");
     }
     if (f[0] != "WG1") refuse("version", f[0], "WG1");
     Handshake h;
@@ -130,6 +131,10 @@ Handshake parse_handshake(std::string_view line) {
     h.timeout = timeout / 1000.0;
     h.framing = one_of<Framing>("framing", f[9], {{"ascii", Framing::Ascii}, {"binary", Framing::Binary}, {"ident", Framing::Ident}},
                                 "ascii, binary or ident");
+    if (f.size() == 11) {
+        if (f[10] != "payload") refuse("options", f[10], "payload (every sample ends with the declared payload in kg) or nothing");
+        h.payload = true;
+    }
     return h;
 }
 
@@ -137,11 +142,11 @@ std::string encode_handshake(const Handshake& h) {
     return "WG1;" + h.robot_id + ";" + to_string(h.vendor) + ";" + to_string(h.signal) + ";" + to_string(h.unit) + ";" +
            std::to_string(h.joints) + ";" + (h.angles == AngleUnit::Rad ? "rad" : "deg") + ";" +
            std::to_string(std::lround(h.period * 1000.0)) + ";" + std::to_string(std::lround(h.timeout * 1000.0)) + ";" +
-           (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + "\n";
+           (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + (h.payload ? ";payload" : "") + "\n";
 }
 
 SampleDecoder::SampleDecoder(const Handshake& h)
-    : joints_(h.joints), framing_(h.framing), angle_scale_(h.angles == AngleUnit::Deg ? kDegToRad : 1.0) {
+    : joints_(h.joints), payload_(h.payload), framing_(h.framing), angle_scale_(h.angles == AngleUnit::Deg ? kDegToRad : 1.0) {
     if (joints_ < 1 || joints_ > kMaxJoints) throw ProtocolError("a sample decoder needs 1 to 16 joints");
 }
 
@@ -160,9 +165,9 @@ DecodeResult SampleDecoder::next_ascii(std::span<const char> buffer, SampleFrame
     std::string_view line(buffer.data(), length);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     // Fields without allocating: walk the separators.
-    const std::size_t expected = 4 + 2 * joints_;
+    const std::size_t expected = 4 + 2 * joints_ + (payload_ ? 1 : 0);
     std::size_t field = 0, start = 0;
-    std::array<std::string_view, 4 + 2 * kMaxJoints> fields;
+    std::array<std::string_view, 5 + 2 * kMaxJoints> fields;
     for (std::size_t i = 0; i <= line.size(); ++i) {
         if (i == line.size() || line[i] == ';') {
             if (field < fields.size()) fields[field] = line.substr(start, i - start);
@@ -201,6 +206,15 @@ DecodeResult SampleDecoder::next_ascii(std::span<const char> buffer, SampleFrame
         } else {
             out.angle[j - joints_] = v * angle_scale_;
         }
+    }
+    out.payload = std::numeric_limits<double>::quiet_NaN();
+    if (payload_) {
+        const std::string_view text = fields[4 + 2 * joints_];
+        double v = 0;
+        if (!number(text, v) || !std::isfinite(v) || v < 0) {
+            return failure(consumed, "field %.*s is '%s'; expected a mass >= 0 kg", "payload", text);
+        }
+        out.payload = v;
     }
     DecodeResult r;
     r.status = Status::Ok;
@@ -244,6 +258,15 @@ DecodeResult SampleDecoder::next_binary(std::span<const char> buffer, SampleFram
             return failure(size, "%.*s %s is not a finite number", "binary frame", "field");
         }
     }
+    out.payload = std::numeric_limits<double>::quiet_NaN();
+    if (payload_) {
+        out.payload = f32(p + 20 + 8 * joints_);
+        if (!std::isfinite(out.payload) || out.payload < 0) {
+            char got[32];
+            std::snprintf(got, sizeof got, "%g", out.payload);
+            return failure(size, "%.*s is %s; expected a mass >= 0 kg", "binary frame payload", got);
+        }
+    }
     DecodeResult r;
     r.status = Status::Ok;
     r.consumed = size;
@@ -275,6 +298,10 @@ std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles) {
         std::snprintf(buf, sizeof buf, ";%.9g", angles == AngleUnit::Deg ? s.angle[j] / kDegToRad : s.angle[j]);
         line += buf;
     }
+    if (std::isfinite(s.payload)) {
+        std::snprintf(buf, sizeof buf, ";%.6g", s.payload);
+        line += buf;
+    }
     return line + "\n";
 }
 
@@ -288,6 +315,7 @@ std::string encode_sample_binary(const SampleFrame& s) {
     put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.t)));
     for (std::size_t j = 0; j < s.joints; ++j) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.signal[j])));
     for (std::size_t j = 0; j < s.joints; ++j) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.angle[j])));
+    if (std::isfinite(s.payload)) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.payload)));
     return out;
 }
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -36,6 +37,9 @@ struct Handshake {
     double period = 0.002;   // s
     double timeout = 0.020;  // s, the robot's own reply timeout
     Framing framing = Framing::Ascii;
+    // Optional 11th field `payload`: every sample ends with the payload the robot program has
+    // declared, kg (PROTOCOL.md §2).
+    bool payload = false;
 };
 
 class ProtocolError : public std::runtime_error {
@@ -56,9 +60,11 @@ struct SampleFrame {
     std::size_t joints = 0;
     std::array<double, kMaxJoints> signal{};
     std::array<double, kMaxJoints> angle{};
+    double payload = std::numeric_limits<double>::quiet_NaN();  // kg; NaN unless the handshake declared it
     Sample view() const {
-        return Sample{t, seq, cycle, mode, std::span<const double>(signal.data(), joints),
-                      std::span<const double>(angle.data(), joints)};
+        Sample s{t, seq, cycle, mode, std::span<const double>(signal.data(), joints), std::span<const double>(angle.data(), joints)};
+        s.payload = payload;
+        return s;
     }
 };
 
@@ -77,13 +83,14 @@ public:
     explicit SampleDecoder(const Handshake& h);
     // Decodes the first frame in `buffer`. Incomplete: wait for more bytes (nothing consumed).
     DecodeResult next(std::span<const char> buffer, SampleFrame& out) const;
-    std::size_t binary_frame_size() const { return 20 + 8 * joints_; }
+    std::size_t binary_frame_size() const { return 20 + 8 * joints_ + (payload_ ? 4 : 0); }
 
 private:
     DecodeResult next_ascii(std::span<const char> buffer, SampleFrame& out) const;
     DecodeResult next_binary(std::span<const char> buffer, SampleFrame& out) const;
 
     std::size_t joints_;
+    bool payload_;
     Framing framing_;
     double angle_scale_;
 };

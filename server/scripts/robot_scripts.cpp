@@ -90,7 +90,30 @@ std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, 
         {"WG_RECORD_VAR", std::to_string(o.record_var)},
         {"WG_STOP_IO", std::to_string(o.stop_io)},
         {"WG_SERVO_ID", std::to_string(o.servo_id ? o.servo_id : o.signal == SignalKind::Torque ? 5 : 4)},
+        {"WG_HELLO_OPTIONS", o.payload ? ";payload" : ""},
     };
+    if (o.payload_var < 0 || o.payload_var > 999) throw std::invalid_argument(fmt::format("--payload-var {} is not in 0-999", o.payload_var));
+    std::string field;
+    if (o.payload) {
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                field = "      # The payload the program declared (set_payload), kg: get_target_payload() UNCONFIRMED on CB3\n"
+                        "      # (present in the e-Series manual).\n"
+                        "      line = str_cat(line, str_cat(\";\", to_str(get_target_payload())))\n";
+                break;
+            case ScriptVendor::Rapid:
+                field = "        ! The payload the program declared (WgPayload next to its GripLoad), kg.\n"
+                        "        PackRawBytes wg_payload, wg_frame, 17+8*WG_JOINTS+4\\Network\\Float4;\n";
+                break;
+            case ScriptVendor::PacScript:
+                field = fmt::format("    ' The payload the program declared, kg: it sets F[{0}] next to every payload change (UNCONFIRMED:\n"
+                                    "    ' no system variable for the active payload was found in the public PAC material).\n"
+                                    "    line = line & \";\" & F[{0}]\n",
+                                    o.payload_var);
+                break;
+        }
+    }
+    v.push_back({"WG_PAYLOAD_FIELD", field});
     return v;
 }
 }  // namespace

@@ -31,6 +31,11 @@ struct ScriptOptions {
     int record_var = 11;
     int stop_io = 128;
     int servo_id = 0;  // 0: 5 (torque) or 4 (current) from the signal
+    // Send the payload the robot program declares with every sample (handshake option `payload`,
+    // PROTOCOL.md §2): UR get_target_payload(); ABB the PERS wg_payload the program sets with
+    // WgPayload next to its GripLoad; Denso the global float F[payload_var] the program sets.
+    bool payload = false;
+    int payload_var = 10;
 };
 
 struct ScriptFile {

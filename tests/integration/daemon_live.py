@@ -4,7 +4,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
     daemon_live.py BUILD_DIR SOURCE_DIR TEST
 
-TEST is one of: refusals, detect, kill9, identify. Each prints what it measured and exits non-zero on failure.
+TEST is one of: refusals, detect, kill9, identify, payload. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
 import json, os, signal, socket, subprocess, sys, tempfile, time
 
@@ -165,6 +165,53 @@ def test_refusals(tmp):
         read_exact(s, 4)
         st = d.call({"cmd": "robot", "robot": "cell1"})
         check(st["gaps"] - gaps == 5, "sequence gap 4 -> 10 counted as 5 missing samples (got %d)" % (st["gaps"] - gaps))
+    finally:
+        d.stop()
+
+
+def test_payload(tmp):
+    """A robot configured to declare its payload: the handshake must say so, recordings carry the
+    payload, calibration with the robot's identified model fits the payload model, and in DETECT a
+    part twice as heavy as the reference's, declared by the program, is expected, not stopped."""
+    d = Daemon(tmp, [dict(UR, payload=True)])
+    try:
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell1;ur;torque;Nm;6;rad;4;20;ascii\n")
+        check(read_exact(s, 4) == STOP, "a handshake without the payload option for a robot configured with it answered STOP")
+        s.close()
+        time.sleep(0.1)
+        check("its samples do not declare the payload but the robot is configured with it" in d.log(), "payload mismatch logged")
+        # The robot's kinematic model, identified on the simulated controller, stored for the robot.
+        points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
+        subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
+                       capture_output=True, timeout=120)
+        subprocess.run([CLI, "identify", "dh", "--points", points, "--out", model], check=True, capture_output=True, timeout=120)
+        d.ctl("set-model", "cell1", model)
+        sim, report = run_sim(d, tmp, "--cycles", "17", "--speed", "8", "--seed", "7", "--timeout-ms", "100", "--declare-payload")
+        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
+        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+        d.ctl("record-start", "cell1")
+        d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "120")
+        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        sim.wait(timeout=120)
+        with open(rec["path"]) as f:
+            header = next(line for line in f if not line.startswith("#"))
+        check(header.strip().endswith(",q6,payload"), "the recording carries the declared payload: %s" % header.strip()[-30:])
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate", "--timeout", "300").stdout)
+        note = cal["summary"].get("payload_model", "")
+        check(note.startswith("fitted from"), "calibration fitted the payload model: %s" % note)
+        d.ctl("mode", "cell1", "detect")
+        # The same task with a part twice as heavy, declared by the program.
+        with open(TASK) as f:
+            part = max(step.get("grasp", 0) for step in json.load(f)["steps"])
+        sim, report = run_sim(d, tmp, "--cycles", "4", "--speed", "4", "--seed", "8", "--timeout-ms", "100", "--declare-payload",
+                              "--payload", str(2 * part))
+        sim.wait(timeout=120)
+        with open(report) as f:
+            r = json.load(f)
+        stops = [s for s in r["stops"] if s["reason"] == "STOP reply"]
+        check(r["timeouts"] == 0, "no reply missed the robot's timeout (%d)" % r["timeouts"])
+        check(len(stops) == 0, "4 cycles with a declared part of %.1f kg (reference %.1f kg): %d stops" % (2 * part, part, len(stops)))
     finally:
         d.stop()
 
@@ -349,7 +396,8 @@ def test_identify(tmp):
 
 
 with tempfile.TemporaryDirectory(prefix="warpguard-it-") as tmp:
-    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "identify": test_identify}[TEST](tmp)
+    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "identify": test_identify,
+     "payload": test_payload}[TEST](tmp)
     if failures:
         print("%d check(s) failed" % len(failures))
         for name in ("warpguardd.log", "sim.log"):

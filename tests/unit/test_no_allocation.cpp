@@ -159,4 +159,29 @@ TEST_CASE("the phase-aware detector with a speed model does not allocate per sam
     for (std::size_t i = 50; i < rec.size(); ++i) detector.update(rec.sample(i, tau, q));
     CHECK(g_allocations.load() == before);
     CHECK(detector.speed_ratio() == Approx(1.0).margin(0.05));
+
+    // With a declared payload: the tool point's Jacobian and the payload's torques per sample.
+    Profile with_payload = p;
+    PayloadModel payload;
+    payload.model = planar_arm::default_arm().dh_model();
+    payload.gravity = opt.gravity;
+    payload.signal_per_nm.assign(p.joints, 1.0);
+    with_payload.payload = payload;
+    with_payload.reference.payload.assign(p.reference.size(), 0.5);
+    Detector carrying(with_payload);
+    REQUIRE(carrying.has_payload_model());
+    for (std::size_t i = 0; i < 50; ++i) {
+        Sample s = rec.sample(i, tau, q);
+        s.payload = 1.0;
+        carrying.update(s);
+    }
+    const std::size_t before_payload = g_allocations.load();
+    for (std::size_t i = 50; i < rec.size(); ++i) {
+        Sample s = rec.sample(i, tau, q);
+        s.payload = 1.0;
+        carrying.update(s);
+    }
+    CHECK(g_allocations.load() == before_payload);
+    CHECK(carrying.payload_declared());
+    CHECK(carrying.payload_taken_off(1) != 0.0);
 }

@@ -53,6 +53,40 @@ TEST_CASE("every vendor script is filled in completely with the PC, port, robot 
     }
 }
 
+TEST_CASE("with --payload every vendor script declares it in the handshake and sends the declared payload last") {
+    ScriptOptions o = options();
+    o.payload = true;
+    o.payload_var = 14;
+    for (const auto vendor : {ScriptVendor::URScript, ScriptVendor::Rapid, ScriptVendor::PacScript}) {
+        std::string all, plain;
+        for (const auto& f : render(vendor, o)) all += f.text;
+        for (const auto& f : render(vendor, options())) plain += f.text;
+        CHECK(all.find("@WG_") == std::string::npos);
+        CHECK(plain.find(";payload\"") == std::string::npos);
+        CHECK(plain.find("get_target_payload") == std::string::npos);
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                CHECK(all.find("WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ascii;payload\"") != std::string::npos);
+                // The payload field follows the angle loop, before the line is sent.
+                CHECK(all.find("to_str(get_target_payload())") > all.find("to_str(q[j])"));
+                CHECK(all.find("to_str(get_target_payload())") < all.find("socket_send_line(line"));
+                break;
+            case ScriptVendor::Rapid:
+                CHECK(all.find("WG1;cell4-ur5e;abb;torque;Nm;6;deg;4;150;binary;payload\"") != std::string::npos);
+                CHECK(all.find("PackRawBytes wg_payload, wg_frame, 17+8*WG_JOINTS+4\\Network\\Float4;") != std::string::npos);
+                CHECK(count(all, "PERS num wg_payload:=0;") == 2);  // shared with T_ROB1, which sets it in WgPayload
+                CHECK(all.find("PROC WgPayload(loaddata load)") != std::string::npos);
+                break;
+            case ScriptVendor::PacScript:
+                CHECK(all.find("WG1;cell4-ur5e;denso;torque;Nm;6;deg;8;150;ascii;payload\"") != std::string::npos);
+                CHECK(all.find("line = line & \";\" & F[14]") != std::string::npos);
+                break;
+        }
+    }
+    o.payload_var = 1000;
+    CHECK_THROWS_WITH(render(ScriptVendor::PacScript, o), "--payload-var 1000 is not in 0-999");
+}
+
 TEST_CASE("script options a robot cannot carry are refused naming the option and value") {
     auto o = options();
     o.host = "pc;rm";

@@ -54,7 +54,43 @@ TEST_CASE("a bad handshake names the field, the value and what was expected", "[
     CHECK(error_of("WG1;a;ur;torque;Nm;6;grad;2;20;ascii") == "handshake field angles is 'grad'; expected rad or deg");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;0;20;ascii") == "handshake field period is '0'; expected milliseconds from 1 to 1000");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii, binary or ident");
-    CHECK(error_of("hello") == "handshake has 1 fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing");
+    CHECK(error_of("hello") ==
+          "handshake has 1 fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing[;payload]");
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;mass") ==
+          "handshake field options is 'mass'; expected payload (every sample ends with the declared payload in kg) or nothing");
+}
+
+TEST_CASE("with the handshake option 'payload' every sample ends with the declared payload", "[protocol]") {
+    const Handshake h = parse_handshake("WG1;cell4-ur5e;ur;torque;Nm;2;rad;2;20;ascii;payload");
+    CHECK(h.payload);
+    CHECK_FALSE(ur6().payload);
+    CHECK(encode_handshake(h) == "WG1;cell4-ur5e;ur;torque;Nm;2;rad;2;20;ascii;payload\n");
+    const SampleDecoder ascii(h);
+    SampleFrame f;
+    REQUIRE(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25\n"), f).status == Status::Ok);
+    CHECK(f.payload == 1.25);
+    CHECK(f.view().payload == 1.25);
+    CHECK(encode_sample_ascii(f, AngleUnit::Rad) == "17;3;1;12.500000;1.5;-2.25;0.1;0.2;1.25\n");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2\n"), f).message() == "8 fields, expected 9 in sample line '17;3;1;12.5;1.5;-2.25;0.1;0.2'");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;-1\n"), f).message() == "field payload is '-1'; expected a mass >= 0 kg");
+    // Without the option the frame has no payload and the sample says so (NaN).
+    Handshake plain = ur6();
+    plain.joints = 2;
+    REQUIRE(SampleDecoder(plain).next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2\n"), f).status == Status::Ok);
+    CHECK(std::isnan(f.view().payload));
+
+    // Binary: one more float32 after the angles.
+    const Handshake b = parse_handshake("WG1;irb120;abb;torque;Nm;2;deg;4;100;binary;payload");
+    const SampleDecoder binary(b);
+    CHECK(binary.binary_frame_size() == 40);
+    SampleFrame g;
+    g.seq = 5, g.cycle = 1, g.t = 0.5, g.joints = 2, g.signal = {1.0, 2.0}, g.angle = {10.0, 20.0}, g.payload = 2.5;
+    const std::string frame = encode_sample_binary(g);
+    REQUIRE(frame.size() == 40);
+    REQUIRE(binary.next(frame, f).status == Status::Ok);
+    CHECK(f.payload == 2.5);
+    g.payload = -0.5;
+    CHECK(binary.next(encode_sample_binary(g), f).message() == "binary frame payload is -0.5; expected a mass >= 0 kg");
 }
 
 namespace {

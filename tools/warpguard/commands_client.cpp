@@ -400,6 +400,8 @@ void register_script(CLI::App& app) {
     c->add_option("--record-var", a->options.record_var, "Denso: global integer I[n] asking for a recording")->capture_default_str();
     c->add_option("--stop-io", a->options.stop_io, "Denso: output mapped to the step-stop input")->capture_default_str();
     c->add_option("--servo-id", a->options.servo_id, "Denso: GetSrvData id (default 5 torque, 4 current)");
+    c->add_flag("--payload", a->options.payload, "Send the payload the program declares with every sample (configure the robot with \"payload\": true)");
+    c->add_option("--payload-var", a->options.payload_var, "Denso, --payload: global float F[n] the program keeps the payload in (kg)")->capture_default_str();
     c->add_option("--out-dir", a->out_dir, "Write the files here (default: print a single file to stdout)");
     c->add_flag("--identify", a->identify, "The kinematic identification procedure (thesis 4.2) instead of the background task");
     c->add_option("--points", a->identification.points, "--identify: angles per joint")->capture_default_str();
