@@ -395,6 +395,13 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
         rms = count ? std::sqrt(sum / static_cast<double>(count)) : 0.0;
     }
     for (std::size_t j = 0; j < n; ++j) out.signal_per_nm.push_back(believed[j] && changes.size() >= 2 ? scale[j] : 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+        double e = 1.0;
+        if (out.signal_per_nm[j] > 0) {
+            e = nm ? std::abs(measured[j] - 1.0) + 2.0 * error[j] : 2.0 * error[j] / out.signal_per_nm[j];
+        }
+        out.relative_error.push_back(std::clamp(std::isfinite(e) ? e : 1.0, 0.0, 1.0));
+    }
     const bool ok = changes.size() >= 3 && usable > 0;
     Eigen::Isometry3d tool = Eigen::Isometry3d::Identity();
     tool.translation() = centre;
@@ -409,6 +416,7 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
                       {"jump_rms_residual", rms},
                       {"measured_signal_per_nm", measured},
                       {"standard_error", error},
+                      {"relative_error", out.relative_error},
                       {"usable", ok},
                       {"note", ok ? fmt::format("fitted from {} payload changes while standing: centre of mass ({:.4f}, {:.4f}, {:.4f}) m in the "
                                                 "last frame, {} of {} joints compensated, jump residual {:.3g}",

@@ -162,6 +162,19 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         payload_frames_.resize(profile_.joints + 2);
         payload_columns_.assign(profile_.joints, Eigen::Vector3d::Zero());
         payload_inertial_.assign(profile_.joints, std::vector<double>(size, 0.0));
+        payload_total_.assign(profile_.joints, std::vector<double>(size, 0.0));
+        payload_error_ = pm.relative_error;
+        payload_error_.resize(profile_.joints, 0.0);  // a model without its error (made by hand): none
+        // Where the reference's carrying state (a part or none) next changes after each sample,
+        // and where the run of that state began (n_ref and 0 when it does not).
+        payload_next_.assign(size, size);
+        payload_previous_.assign(size, 0);
+        for (std::size_t k = size - 1; k-- > 0;) {
+            payload_next_[k] = (reference_payload_[k + 1] > 0.0) != (reference_payload_[k] > 0.0) ? k + 1 : payload_next_[k + 1];
+        }
+        for (std::size_t k = 1; k < size; ++k) {
+            payload_previous_[k] = (reference_payload_[k - 1] > 0.0) != (reference_payload_[k] > 0.0) ? k : payload_previous_[k - 1];
+        }
         std::vector<double> q(profile_.joints), lever(profile_.joints, 1.0);
         const bool ka = profile_.method == MatchingMethod::KaMdtw;
         for (std::size_t k = 0; k < size; ++k) {
@@ -174,8 +187,23 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                 const double inertial = scale * payload_columns_[j].dot(payload_acceleration_[k]);
                 const double gravity = scale * payload_columns_[j].dot(-pm.gravity);
                 payload_inertial_[j][k] = inertial;
+                payload_total_[j][k] = inertial + gravity;
                 references_[j][k] -= inertial + gravity;
             }
+        }
+    }
+    {
+        // Where the reference stands and where each of its standstills ends.
+        const std::size_t size = profile_.reference.size();
+        std::vector<double> v(size), a(size);
+        reference_moving_.assign(size, 0);
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, v, a);
+            for (std::size_t k = 0; k < size; ++k) reference_moving_[k] |= std::abs(v[k]) > kMovingVelocity ? 1 : 0;
+        }
+        standstill_end_.assign(size, size);
+        for (std::size_t k = size; k-- > 0;) {
+            standstill_end_[k] = reference_moving_[k] ? k : (k + 1 < size ? standstill_end_[k + 1] : size);
         }
     }
     if (matcher == MatcherKind::Streaming) {
@@ -390,12 +418,19 @@ Decision Detector::update(const Sample& sample) {
     const std::size_t n_ref = profile_.reference.size();
     std::size_t shared = evaluations_[0].rule1.partner;
     double best_score = INFINITY;
+    const bool carrying_known = payload_active_ && !reference_payload_.empty();
+    const bool carrying_now = carrying_known && sample.payload > 0.0;
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
         for (std::size_t j = 0; j < n; ++j) {
             score += std::min(std::abs(near_deviation(j, candidate).deviation) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }
+        // A declared payload marks the phase: a sample that carries a part belongs where the
+        // reference carries one, and an empty gripper where it does not. A candidate that
+        // disagrees loses against every one that agrees (the capped terms above sum to at most
+        // 2e3 per joint).
+        if (carrying_known && carrying_now != (reference_payload_[candidate] > 0.0)) score += 2e3 * static_cast<double>(n) + 1.0;
         return score;
     };
     const auto consider_candidate = [&](std::size_t candidate) {
@@ -406,6 +441,21 @@ Decision Detector::update(const Sample& sample) {
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
     if (has_shared_) {
         for (std::size_t step = 0; step <= 2; ++step) consider_candidate(shared_ + step);
+        // The program grasped or released earlier than the partner shows (or later): the nearest
+        // reference samples on either side where the reference's carrying state is the sample's.
+        // The robot moves where the reference still stands: a standstill's length varies from
+        // cycle to cycle, so the partner may sit anywhere in it; the reference's own start of
+        // motion is a candidate (only while the robot moves: a standing robot must not be
+        // matched to a motion start).
+        if (!reference_moving_.empty() && !reference_moving_[shared_]) {
+            bool moving = false;
+            for (std::size_t j = 0; j < n && !moving; ++j) moving = std::abs(velocity_[j]) > kMovingVelocity;
+            if (moving) consider_candidate(standstill_end_[shared_]);
+        }
+        if (carrying_known && carrying_now != (reference_payload_[shared_] > 0.0)) {
+            consider_candidate(payload_next_[shared_]);
+            if (payload_previous_[shared_] > 0) consider_candidate(payload_previous_[shared_] - 1);
+        }
     }
     shared_ = shared;
     has_shared_ = true;
@@ -441,7 +491,10 @@ Decision Detector::update(const Sample& sample) {
             // within the band while the joint comes to rest or breaks away. Once it rests, the
             // torque its friction holds stays put: the first kRestSamples samples of a rest set the
             // offset (within the band), and every later change from it is judged.
-            double excess = std::max(0.0, std::abs(deviation) - ev.friction_band);
+            ev.payload_band = payload_total_.empty() || !payload_active_
+                                  ? 0.0
+                                  : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner]);
+            double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
             if (band_open && std::abs(reference_velocity_[j][partner]) <= kRestVelocity) {
                 if (rest_samples_[j] < kRestSamples) {
                     rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;

@@ -175,6 +175,7 @@ nlohmann::json to_json(const PayloadModel& model) {
     return {{"model", to_json(model.model)},
             {"gravity", {model.gravity.x(), model.gravity.y(), model.gravity.z()}},
             {"signal_per_nm", model.signal_per_nm},
+            {"relative_error", model.relative_error},
             {"derivation", model.derivation}};
 }
 
@@ -189,6 +190,7 @@ PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints
     }
     try {
         m.signal_per_nm = j.at("signal_per_nm").get<std::vector<double>>();
+        m.relative_error = j.value("relative_error", std::vector<double>(joints, 0.0));
         if (j.contains("gravity")) {
             const auto g = j.at("gravity").get<std::vector<double>>();
             if (g.size() != 3) throw std::invalid_argument(fmt::format("payload_model.gravity has {} numbers; expected 3", g.size()));
@@ -196,6 +198,12 @@ PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints
         }
     } catch (const nlohmann::json::exception&) {
         throw std::invalid_argument("payload_model.signal_per_nm and gravity must be arrays of numbers");
+    }
+    if (m.relative_error.size() != joints) {
+        throw std::invalid_argument(fmt::format("payload_model.relative_error has {} values; expected {}", m.relative_error.size(), joints));
+    }
+    for (double e : m.relative_error) {
+        if (!(e >= 0 && e <= 1)) throw std::invalid_argument(fmt::format("payload_model.relative_error {} is not in [0, 1]", e));
     }
     if (m.signal_per_nm.size() != joints) {
         throw std::invalid_argument(fmt::format("payload_model.signal_per_nm has {} values; expected {}", m.signal_per_nm.size(), joints));

@@ -96,7 +96,8 @@ void Profile::validate() const {
     }
     if (payload) {
         if (reference.payload.empty()) throw std::invalid_argument("a payload model needs a reference that declares its payload");
-        if (payload->model.dof() != joints || payload->signal_per_nm.size() != joints) {
+        if (payload->model.dof() != joints || payload->signal_per_nm.size() != joints ||
+            (!payload->relative_error.empty() && payload->relative_error.size() != joints)) {
             throw std::invalid_argument(fmt::format("payload model for {} joints; expected {}", payload->model.dof(), joints));
         }
     }

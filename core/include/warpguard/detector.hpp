@@ -54,6 +54,11 @@ struct JointEvaluation {
     // reference, the offset it came to rest with is held and changes from it are judged instead.
     // 0 at the recorded speed.
     double friction_band = 0.0;
+    // The part of |deviation| forgiven as the payload model's uncertainty: its relative error
+    // (calibrated) times the torque of the difference between the payload this sample declares and
+    // the reference's at the partner. 0 at the reference's payload (the same model error on both
+    // sides cancels).
+    double payload_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
 };
@@ -197,6 +202,18 @@ private:
     std::vector<double> reference_payload_;
     std::vector<Eigen::Vector3d> payload_acceleration_;
     std::vector<std::vector<double>> payload_inertial_;
+    std::vector<std::vector<double>> payload_total_;  // the reference's payload torque (inertial + gravity)
+    std::vector<double> payload_error_;               // per joint: the model's relative error
+    // Per reference sample: the first later sample whose carrying state (payload > 0) differs, and
+    // the first sample of its own run of that state (they mark phases for the shared partner).
+    std::vector<std::size_t> payload_next_, payload_previous_;
+    // Per reference sample: whether the reference moves there (some joint faster than
+    // kMovingVelocity), and the first sample from there on where it does (a standstill's end).
+    // kMovingVelocity: ten times the rest velocity (a joint at rest in the reference moves at most
+    // v0/9; the start of a minimum-jerk move passes 0.01 rad/s within a few samples).
+    static constexpr double kMovingVelocity = 10.0 * kCoulombSmoothing / 9.0;
+    std::vector<std::uint8_t> reference_moving_;
+    std::vector<std::size_t> standstill_end_;
     std::vector<Eigen::Isometry3d> payload_frames_;
     std::vector<Eigen::Vector3d> payload_columns_;
     std::vector<double> payload_applied_;  // per joint: what was taken off the newest sample

@@ -139,6 +139,11 @@ struct PayloadModel {
     // from the jumps at the declared payload changes of the recordings (0: not measurable, that
     // joint is compared as recorded).
     std::vector<double> signal_per_nm;
+    // Per joint: how far the model's payload torque may be off, relative (from the jump fit: in Nm
+    // the joint's own jump ratio's distance from 1 plus two standard errors; in percent two
+    // relative standard errors of its scale; at most 1). A payload that differs from the
+    // reference's is forgiven this share of the difference's torque (Detector: payload band).
+    std::vector<double> relative_error;
     nlohmann::json derivation = nlohmann::json::object();
 };
 
