@@ -493,7 +493,8 @@ Decision Detector::update(const Sample& sample) {
             // offset (within the band), and every later change from it is judged.
             ev.payload_band = payload_total_.empty() || !payload_active_
                                   ? 0.0
-                                  : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner]);
+                                  : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
+                                                                 speed_c2_ * payload_inertial_[j][partner]);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
             if (band_open && std::abs(reference_velocity_[j][partner]) <= kRestVelocity) {
                 if (rest_samples_[j] < kRestSamples) {
