@@ -497,12 +497,17 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     // Declared payload (dynamics.hpp): with the robot's kinematic model, a torque signal and a
     // reference that declares its payload, a sample declaring another payload is compared with the
     // reference plus the difference's torques. In the detector from the first pass on.
-    std::string payload_note = "no kinematic model given: a payload other than the reference's is an anomaly";
+    // The robot's kinematic model for the default detector's dynamics (speed and payload models).
+    const DhModel* dynamics = nullptr;
     if (options.detector == DetectorKind::PhaseAware && (options.dynamics_model || options.kinematics)) {
-        const DhModel& model = options.dynamics_model ? *options.dynamics_model : options.kinematics->model;
-        if (model.dof() != profile.joints) {
-            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", model.dof(), reference.name, profile.joints));
+        dynamics = options.dynamics_model ? &*options.dynamics_model : &options.kinematics->model;
+        if (dynamics->dof() != profile.joints) {
+            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", dynamics->dof(), reference.name, profile.joints));
         }
+    }
+    std::string payload_note = "no kinematic model given: a payload other than the reference's is an anomaly";
+    if (dynamics) {
+        const DhModel& model = *dynamics;
         if (profile.signal != SignalKind::Torque) {
             payload_note = "not modelled: the signal is a motor-current magnitude (unsigned)";
         } else if (profile.reference.payload.empty()) {
@@ -572,11 +577,8 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     // pass's shared partner). The pass then runs again with it, so that the thresholds include
     // whatever the running speed estimate adds at the recorded speed.
     std::string speed_note = "no kinematic model given: the detector assumes the recorded speed";
-    if (options.detector == DetectorKind::PhaseAware && (options.dynamics_model || options.kinematics)) {
-        const DhModel& model = options.dynamics_model ? *options.dynamics_model : options.kinematics->model;
-        if (model.dof() != profile.joints) {
-            throw std::invalid_argument(fmt::format("the kinematic model has {} joints; {} has {}", model.dof(), reference.name, profile.joints));
-        }
+    if (dynamics) {
+        const DhModel& model = *dynamics;
         if (profile.signal != SignalKind::Torque) {
             speed_note = "not fitted: the signal is a motor-current magnitude (unsigned); recalibrate per override";
         } else {

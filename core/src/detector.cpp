@@ -110,12 +110,15 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
-    if (profile_.speed) {
-        reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
+    // The reference's joint velocities (local quadratic fits): where it moves, and for the speed model.
+    reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
+    {
         std::vector<double> acceleration(profile_.reference.size());
         for (std::size_t j = 0; j < profile_.joints; ++j) {
             smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], acceleration);
         }
+    }
+    if (profile_.speed) {
         // The speed model in the units the reference is matched in (lever-scaled for KA-mDTW),
         // and the full width of each joint's dry-friction band (twice its Coulomb friction).
         speed_inertial_ = profile_.speed->inertial;
@@ -195,11 +198,11 @@ Detector::Detector(Profile profile, MatcherKind matcher)
     {
         // Where the reference stands and where each of its standstills ends.
         const std::size_t size = profile_.reference.size();
-        std::vector<double> v(size), a(size);
         reference_moving_.assign(size, 0);
         for (std::size_t j = 0; j < profile_.joints; ++j) {
-            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, v, a);
-            for (std::size_t k = 0; k < size; ++k) reference_moving_[k] |= std::abs(v[k]) > kMovingVelocity ? 1 : 0;
+            for (std::size_t k = 0; k < size; ++k) {
+                if (std::abs(reference_velocity_[j][k]) > kMovingVelocity) reference_moving_[k] = 1;
+            }
         }
         standstill_end_.assign(size, size);
         for (std::size_t k = size; k-- > 0;) {
