@@ -250,6 +250,7 @@ void Detector::reset() {
     has_previous_ = false;
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     speed_evidence_ = 0.0;
+    speed_prior_weight_ = 1.0;
     if (streaming_) streaming_->reset();
 }
 
@@ -279,8 +280,16 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     const double weight = motion / (motion + speed_motion_);  // how clearly moving, 0..1
     speed_evidence_ += weight;
     speed_ratio_ += kSpeedGain * weight * (ratio - speed_ratio_);
+    speed_prior_weight_ *= 1.0 - kSpeedGain * weight;
     speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
     speed_c1_ = speed_ratio_ - 1.0;
+}
+
+std::pair<double, double> Detector::speed_interval() const {
+    const double w = speed_prior_weight_;
+    if (!(w < 0.99)) return {kSpeedMin, kSpeedMax};
+    const double unbiased = std::clamp((speed_ratio_ - w) / (1.0 - w), kSpeedMin, kSpeedMax);
+    return {std::min(speed_ratio_, unbiased), std::max(speed_ratio_, unbiased)};
 }
 
 Decision Detector::fault(const Sample& sample) const {
@@ -489,7 +498,27 @@ Decision Detector::update(const Sample& sample) {
                 ev.friction_band = 0.0;
             }
             const double base = ev.phase_threshold / ph.margin;
-            const double deviation = ev.shared.deviation;
+            double deviation = ev.shared.deviation;
+            if (!speed_inertial_.empty()) {
+                // While the speed estimate converges (a stream's start), the reference's value is
+                // only known to lie between its values at the ends of the speed interval: the
+                // deviation is measured from that range (one-sided: only what a speed explains).
+                const auto [s_lo, s_hi] = speed_interval();
+                const double s0 = speed_ratio_;
+                const double inertial = speed_inertial_[j][partner] - (payload_inertial_.empty() ? 0.0 : payload_inertial_[j][partner]);
+                const double viscous = speed_viscous_[j][partner];
+                const auto shift = [&](double s) { return (s * s - s0 * s0) * inertial + (s - s0) * viscous; };
+                double lo = std::min({0.0, shift(s_lo), shift(s_hi)}), hi = std::max({0.0, shift(s_lo), shift(s_hi)});
+                if (inertial != 0.0) {  // the quadratic's turning point, when inside the interval
+                    const double vertex = -viscous / (2.0 * inertial);
+                    if (vertex > s_lo && vertex < s_hi) lo = std::min(lo, shift(vertex)), hi = std::max(hi, shift(vertex));
+                }
+                const double explained = std::clamp(deviation, lo, hi);
+                ev.speed_band = std::abs(explained);
+                deviation -= explained;
+            } else {
+                ev.speed_band = 0.0;
+            }
             // Off the recorded speed, dry friction leaves a still joint's torque undetermined
             // within the band while the joint comes to rest or breaks away. Once it rests, the
             // torque its friction holds stays put: the first kRestSamples samples of a rest set the
@@ -513,7 +542,7 @@ Decision Detector::update(const Sample& sample) {
             }
             ev.ratio = excess / ev.phase_threshold;
             const double r0 = excess / base;
-            const double raw_r0 = std::abs(deviation) / base;  // learning ignores the band
+            const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
             cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
             ev.cusum = cusum_[j];

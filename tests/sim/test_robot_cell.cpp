@@ -369,6 +369,50 @@ TEST_CASE("at a new override the friction-drift model learns nothing until the s
     }
 }
 
+TEST_CASE("a stream that starts at 70 % override does not stop while the speed estimate converges", "[sim][speed]") {
+    // The estimate starts at the recorded speed (1) and needs about 75 clearly moving samples to
+    // settle; until then the reference's value at the true speed lies between its values at the
+    // running estimate and at that estimate freed of its start value. On the benchmark's
+    // IRB120-like 70 % run 4 of its 6 false stop events fell in the first 0.5 s before that range
+    // was forgiven (JointEvaluation::speed_band).
+    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
+    const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 12, 52, 1.0, 0);
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.dynamics_model = robot.kinematics;
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE(profile.speed.has_value());
+    std::size_t early_stops = 0, streams = 0;
+    double largest_band = 0.0, settled_band = 0.0;
+    for (std::uint64_t seed = 60; seed < 66; ++seed) {
+        const Recording slow = record_cell(robot, task, 1, seed, 0.7, 0);
+        Detector detector(profile);
+        std::vector<double> tau(robot.dof()), q(robot.dof());
+        bool stopped = false;
+        for (std::size_t i = 0; i < slow.size(); ++i) {
+            const Decision d = detector.update(slow.sample(i, tau, q));
+            const bool settled = detector.speed_settled();
+            for (std::size_t j = 0; j < robot.dof(); ++j) {
+                const double band = detector.evaluations()[j].speed_band / detector.evaluations()[j].phase_threshold;
+                if (!settled) largest_band = std::max(largest_band, band);
+                if (settled && i > 2 * slow.size() / 3) settled_band = std::max(settled_band, band);
+            }
+            if (!settled && d.verdict == Verdict::Stop) stopped = true;
+        }
+        early_stops += stopped ? 1 : 0;
+        ++streams;
+        CHECK(detector.speed_ratio() == Approx(0.7).margin(0.05));
+    }
+    INFO(early_stops << " of " << streams << " streams stopped before the speed estimate settled; largest speed band "
+                     << largest_band << " thresholds while converging, " << settled_band << " in the last third");
+    CHECK(early_stops == 0);
+    CHECK(largest_band > 0.5);     // the band did carry deviations of the order of the threshold
+    CHECK(settled_band < 0.05);    // and is all but gone once the estimate has settled
+}
+
 TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running; collisions still stop",
           "[sim][speed]") {
     const RobotDescription robot = ur5e();

@@ -59,6 +59,12 @@ struct JointEvaluation {
     // the reference's at the partner. 0 at the reference's payload (the same model error on both
     // sides cancels).
     double payload_band = 0.0;
+    // The share of the deviation explained by the speed ratio still converging since the stream
+    // began (with a speed model): the signed deviation is first moved toward the interval of
+    // values the reference would read at any speed between the running estimate and that estimate
+    // freed of its start value (Detector::speed_interval). Forgiven amount, >= 0; about 0 once
+    // the estimate has settled.
+    double speed_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
 };
@@ -135,6 +141,10 @@ private:
         return payload_inertial_.empty() ? at_speed : at_speed - speed_c2_ * payload_inertial_[joint][k];
     }
     void update_speed(std::size_t partner, std::span<const double> q);
+    // The speeds the task may run at, given the estimate so far: between speed_ratio_ and the same
+    // average without its start value, (speed_ratio_ - w) / (1 - w) with w = speed_prior_weight_
+    // (the whole range kSpeedMin..kSpeedMax while w is near 1).
+    std::pair<double, double> speed_interval() const;
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -188,6 +198,9 @@ private:
     // ratio may still be converging, and the friction-drift model learns nothing (it would learn
     // the speed error as friction).
     double speed_evidence_ = 0.0;
+    // The weight the start value 1 still has in speed_ratio_ (the product of (1 - gain x weight)
+    // over its updates): 1 at the start of a stream, falling as the estimate converges.
+    double speed_prior_weight_ = 1.0;
     static constexpr double kSpeedSettled = 3.0;
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
