@@ -110,6 +110,15 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
+    kinematic_distance_.assign(profile_.reference.size(), 0.0);
+    {
+        std::vector<double> dt;
+        for (std::size_t k = 1; k < profile_.reference.size(); ++k) dt.push_back(profile_.reference.t[k] - profile_.reference.t[k - 1]);
+        if (!dt.empty()) {
+            std::nth_element(dt.begin(), dt.begin() + static_cast<std::ptrdiff_t>(dt.size() / 2), dt.end());
+            reference_dt_ = std::max(dt[dt.size() / 2], 1e-6);
+        }
+    }
     // The reference's joint velocities (local quadratic fits): where it moves, and for the speed model.
     reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
     {
@@ -453,17 +462,48 @@ Decision Detector::update(const Sample& sample) {
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
     if (has_shared_) {
         for (std::size_t step = 0; step <= 2; ++step) consider_candidate(shared_ + step);
+        bool robot_moving = false;
+        for (std::size_t j = 0; j < n && !robot_moving; ++j) robot_moving = std::abs(velocity_[j]) > kMovingVelocity;
+        // The partner may fall behind where the signal alone cannot tell samples apart (the slow
+        // start of a move, where the torque ramps while the partner still sits in the standstill):
+        // the joint angles can. The reference sample ahead whose angles are nearest the sample's
+        // (in units of each joint's angle scale; the earliest of equals) is a candidate too.
+        {
+            const std::size_t last = std::min(n_ref - 1, shared_ + kAngleLookahead);
+            std::size_t nearest = shared_;
+            double nearest_distance = std::numeric_limits<double>::infinity();
+            for (std::size_t k = shared_; k <= last; ++k) {
+                double distance = 0;
+                for (std::size_t j = 0; j < n; ++j) distance += std::abs(sample.q[j] - profile_.reference.q[j][k]) / angle_scale_[j];
+                if (distance < nearest_distance) nearest_distance = distance, nearest = k;
+            }
+            if (nearest > shared_ + 2) consider_candidate(nearest);
+        }
+        // The partner may also follow the wrong one of several similar stretches (another cycle
+        // of the reference, another place of a pick-and-place) while the signals agree well
+        // enough: while the robot moves, the reference sample whose joint angles and velocities
+        // (at the current speed ratio, in angle per reference sample) are nearest the sample's,
+        // over the whole reference, is a candidate too.
+        if (robot_moving) {
+            std::fill(kinematic_distance_.begin(), kinematic_distance_.end(), 0.0);
+            double* dist = kinematic_distance_.data();
+            for (std::size_t j = 0; j < n; ++j) {
+                const double* qr = profile_.reference.q[j].data();
+                const double* vr = reference_velocity_[j].data();
+                const double inv = 1.0 / angle_scale_[j];
+                const double qj = sample.q[j], vj = velocity_[j] * reference_dt_, vs = speed_ratio_ * reference_dt_;
+                for (std::size_t k = 0; k < n_ref; ++k) dist[k] += (std::abs(qj - qr[k]) + std::abs(vj - vs * vr[k])) * inv;
+            }
+            consider_candidate(static_cast<std::size_t>(std::min_element(kinematic_distance_.begin(), kinematic_distance_.end()) -
+                                                        kinematic_distance_.begin()));
+        }
         // The program grasped or released earlier than the partner shows (or later): the nearest
         // reference samples on either side where the reference's carrying state is the sample's.
         // The robot moves where the reference still stands: a standstill's length varies from
         // cycle to cycle, so the partner may sit anywhere in it; the reference's own start of
         // motion is a candidate (only while the robot moves: a standing robot must not be
         // matched to a motion start).
-        if (!reference_moving_.empty() && !reference_moving_[shared_]) {
-            bool moving = false;
-            for (std::size_t j = 0; j < n && !moving; ++j) moving = std::abs(velocity_[j]) > kMovingVelocity;
-            if (moving) consider_candidate(standstill_end_[shared_]);
-        }
+        if (!reference_moving_.empty() && !reference_moving_[shared_] && robot_moving) consider_candidate(standstill_end_[shared_]);
         if (carrying_known && carrying_now != (reference_payload_[shared_] > 0.0)) {
             consider_candidate(payload_next_[shared_]);
             if (payload_previous_[shared_] > 0) consider_candidate(payload_previous_[shared_] - 1);

@@ -201,10 +201,16 @@ private:
     // The weight the start value 1 still has in speed_ratio_ (the product of (1 - gain x weight)
     // over its updates): 1 at the start of a stream, falling as the estimate converges.
     double speed_prior_weight_ = 1.0;
+    // The reference's median sample spacing (s), and per reference sample the kinematic distance
+    // of the newest sample (scratch of update(): the whole-reference partner candidate).
+    double reference_dt_ = 1.0;
+    std::vector<double> kinematic_distance_;
     static constexpr double kSpeedSettled = 3.0;
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
     static constexpr std::size_t kPartnerSlack = 2;
+    // How far ahead of the shared partner the joint angles are searched for a nearer partner.
+    static constexpr std::size_t kAngleLookahead = 32;
     // Declared payload (profile.payload). Both sides are matched unloaded: the reference less its
     // own declared payload's torques (computed once, at its angles and accelerations), the newest
     // sample less the payload it declares (at its angles, with the tool point's acceleration of the
