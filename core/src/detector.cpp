@@ -471,13 +471,16 @@ Decision Detector::update(const Sample& sample) {
         {
             const std::size_t last = std::min(n_ref - 1, shared_ + kAngleLookahead);
             std::size_t nearest = shared_;
-            double nearest_distance = std::numeric_limits<double>::infinity();
+            double nearest_distance = std::numeric_limits<double>::infinity(), partner_distance = 0;
             for (std::size_t k = shared_; k <= last; ++k) {
                 double distance = 0;
                 for (std::size_t j = 0; j < n; ++j) distance += std::abs(sample.q[j] - profile_.reference.q[j][k]) / angle_scale_[j];
+                if (k == shared_) partner_distance = distance;
                 if (distance < nearest_distance) nearest_distance = distance, nearest = k;
             }
-            if (nearest > shared_ + 2) consider_candidate(nearest);
+            // Only a clear difference counts (one angle unit in all): inside a standstill the
+            // angles differ by noise alone, and a later sample of it is no better a partner.
+            if (nearest > shared_ + 2 && nearest_distance < partner_distance - 1.0) consider_candidate(nearest);
         }
         // The partner may also follow the wrong one of several similar stretches (another cycle
         // of the reference, another place of a pick-and-place) while the signals agree well

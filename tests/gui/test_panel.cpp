@@ -265,7 +265,21 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT((box = window.findChild<QMessageBox*>("resumeConfirmation")) != nullptr, 3000);
         shot(box, "resume-confirmation");
         QTest::mouseClick(box->button(QMessageBox::Yes), Qt::LeftButton);
-        QTRY_VERIFY_WITH_TIMEOUT(!window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"), 5000);
+        // The daemon records the resume, and the robot runs again - unless the next simulated
+        // contact (scheduled on the simulation clock, about one per cycle from kContactsFrom on)
+        // already hit it: then a newer stop event follows the resume.
+        const auto resumed = [&] {
+            int resume_row = -1, newest_stop = -1;
+            for (int r = 0; r < events->rowCount(); ++r) {
+                const qint64 id = events->item(r, 0)->text().toLongLong();
+                if (events->item(r, 3)->text() == "resume" && (resume_row < 0 || id > events->item(resume_row, 0)->text().toLongLong())) resume_row = r;
+                if (events->item(r, 3)->text() == "stop" && id > stop_id) newest_stop = r;
+            }
+            if (resume_row < 0) return false;
+            const bool running = !window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED");
+            return running || newest_stop >= 0;
+        };
+        QTRY_VERIFY_WITH_TIMEOUT(resumed(), 5000);
 
         // The daemon restarts: the panel says so, and reconnects by itself.
         daemon_.kill();
