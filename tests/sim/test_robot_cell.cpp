@@ -49,6 +49,24 @@ Recording record_cell(const RobotDescription& robot, const sim::Task& task, std:
     return cell.record(cycles);
 }
 
+
+// The IRB120-like pick-and-place: its robot, task, and a default profile with the speed model,
+// calibrated at 100 % (reference 7 cycles, seed 51; 12 calibration cycles, seed 52).
+struct Irb120Speed {
+    RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
+    sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
+    Profile profile;
+    Irb120Speed() {
+        const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
+        const Recording calibration = record_cell(robot, task, 12, 52, 1.0, 0);
+        CalibrationOptions options;
+        options.reference_cycles = 3;
+        options.dynamics_model = robot.kinematics;
+        const NamedRecording nominal{"calibration", &calibration};
+        profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("the same seed gives byte-identical recordings, another seed does not", "[sim][cell]") {
@@ -336,19 +354,10 @@ TEST_CASE("at a new override the friction-drift model learns nothing until the s
     // the speed error. Learned as friction (IRB120-like joint 2: -2 Nm within the first second,
     // +-1-2 Nm for the rest of the run, against a threshold of 0.8 Nm) it made most of the false
     // stops at 70 % override (147 in 50 cycles of the benchmark; 13 without it).
-    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
-    const auto record = [&](std::size_t cycles, std::uint64_t seed, double override_factor) {
-        return record_cell(robot, task, cycles, seed, override_factor, 0);
-    };
-    const Recording reference = record(7, 51, 1.0);
-    const Recording calibration = record(12, 52, 1.0);
-    const Recording slow = record(5, 53, 0.7);
-    CalibrationOptions options;
-    options.reference_cycles = 3;
-    options.dynamics_model = robot.kinematics;
-    const NamedRecording nominal{"calibration", &calibration};
-    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    const Irb120Speed cell;
+    const RobotDescription& robot = cell.robot;
+    const Profile& profile = cell.profile;
+    const Recording slow = record_cell(robot, cell.task, 5, 53, 0.7, 0);
     REQUIRE(profile.speed.has_value());
     Detector detector(profile);
     std::vector<double> tau(robot.dof()), q(robot.dof()), worst(robot.dof(), 0.0);
@@ -375,20 +384,14 @@ TEST_CASE("a stream that starts at 70 % override does not stop while the speed e
     // running estimate and at that estimate freed of its start value. On the benchmark's
     // IRB120-like 70 % run 4 of its 6 false stop events fell in the first 0.5 s before that range
     // was forgiven (JointEvaluation::speed_band).
-    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
-    const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
-    const Recording calibration = record_cell(robot, task, 12, 52, 1.0, 0);
-    CalibrationOptions options;
-    options.reference_cycles = 3;
-    options.dynamics_model = robot.kinematics;
-    const NamedRecording nominal{"calibration", &calibration};
-    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    const Irb120Speed cell;
+    const RobotDescription& robot = cell.robot;
+    const Profile& profile = cell.profile;
     REQUIRE(profile.speed.has_value());
     std::size_t early_stops = 0, streams = 0;
     double largest_band = 0.0, settled_band = 0.0;
     for (std::uint64_t seed = 60; seed < 66; ++seed) {
-        const Recording slow = record_cell(robot, task, 1, seed, 0.7, 0);
+        const Recording slow = record_cell(robot, cell.task, 1, seed, 0.7, 0);
         Detector detector(profile);
         std::vector<double> tau(robot.dof()), q(robot.dof());
         bool stopped = false;
