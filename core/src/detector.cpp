@@ -422,8 +422,9 @@ Decision Detector::update(const Sample& sample) {
     // the task. Among the joints' own partners, the one that explains all joints best (deviations
     // in units of each joint's reference noise); a collision on one joint cannot warp it away
     // while the others pin the timing.
-    // Candidates: every joint's own partner and the continuation of the previous shared partner;
-    // the score adds the joint angles' distance from the reference's (in units of the reference's
+    // Candidates: every joint's own partner, the continuation of the previous shared partner, and
+    // the special candidates below (angle look-ahead, whole-reference kinematic nearest, standstill
+    // end, carrying state); the score adds the joint angles' distance from the reference's (in units of the reference's
     // typical motion per sample), which tells the phases of the task apart even where the signals
     // look alike.
     // Friction drift (phase-aware): the newest sample less what the joint's friction model has
