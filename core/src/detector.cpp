@@ -132,6 +132,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         // and the full width of each joint's dry-friction band (twice its Coulomb friction).
         speed_inertial_ = profile_.speed->inertial;
         speed_viscous_ = profile_.speed->viscous;
+        speed_unexplained_ = profile_.speed->unexplained;
+        if (speed_unexplained_.empty()) speed_unexplained_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
         friction_band_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
         for (std::size_t j = 0; j < profile_.joints; ++j) {
             const double coulomb = profile_.speed->coulomb.empty() ? 0.0 : profile_.speed->coulomb[j];
@@ -147,6 +149,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                     if (!k.scales(j)) continue;
                     speed_inertial_[j][s] /= lever[j];
                     speed_viscous_[j][s] /= lever[j];
+                    speed_unexplained_[j][s] /= lever[j];
                     friction_band_[j][s] /= lever[j];
                 }
             }
@@ -560,8 +563,18 @@ Decision Detector::update(const Sample& sample) {
                 const double explained = std::clamp(deviation, lo, hi);
                 ev.speed_band = std::abs(explained);
                 deviation -= explained;
+                // What the model leaves unexplained of the reference, u, reads at speed s anywhere
+                // between u (static) and s^2 u (inertial): the deviation may hold up to (s^2 - 1) u
+                // of it, for any s still possible (both intervals hold 0, so taking them one after
+                // the other is the same as taking their sum).
+                const double u = speed_unexplained_[j][partner];
+                const double u_lo = (s_lo * s_lo - 1.0) * u, u_hi = (s_hi * s_hi - 1.0) * u;
+                const double unexplained = std::clamp(deviation, std::min({0.0, u_lo, u_hi}), std::max({0.0, u_lo, u_hi}));
+                ev.model_band = std::abs(unexplained);
+                deviation -= unexplained;
             } else {
                 ev.speed_band = 0.0;
+                ev.model_band = 0.0;
             }
             // Off the recorded speed, dry friction leaves a still joint's torque undetermined
             // within the band while the joint comes to rest or breaks away. Once it rests, the
@@ -572,7 +585,15 @@ Decision Detector::update(const Sample& sample) {
                                   : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
                                                                  speed_c2_ * payload_inertial_[j][partner]);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
-            if (band_open && std::abs(reference_velocity_[j][partner]) <= kRestVelocity) {
+            // A rest is where the reference rests at the partner and over the derivative window
+            // after it: the partner may lag the robot by a few samples where a joint breaks away
+            // (VP-6242-like joint 3 at 70 %: the torque left the rest two samples before the
+            // partner did), and the band is for breaking away.
+            bool resting = band_open;
+            for (std::size_t k = partner; resting && k < std::min(n_ref, partner + kDerivativeHalfWidth + 1); ++k) {
+                resting = std::abs(reference_velocity_[j][k]) <= kRestVelocity;
+            }
+            if (resting) {
                 if (rest_samples_[j] < kRestSamples) {
                     rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;
                     ++rest_samples_[j];

@@ -518,10 +518,20 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     inertial_mask.head(static_cast<Eigen::Index>(kLinkParameters * n)).setOnes();
     for (std::size_t j = 0; j < n; ++j) inertial_mask(static_cast<Eigen::Index>(regressor.joint_column(j, 0))) = 1.0;
     std::vector<double> largest(n, 0.0);
+    // What the fitted model leaves unexplained of the reference itself (reference less the whole
+    // model: gravity, the stretch's load, friction and offset included).
+    std::vector<std::vector<double>> residual(n, std::vector<double>(m, 0.0));
     for (std::size_t k = 0; k < m; ++k) {
         for (std::size_t j = 0; j < n; ++j) q[j] = reference.q[j][k], qd[j] = ref_vel[j][k], qdd[j] = ref_acc[j][k];
-        regressor.compute(q, qd, qdd, false, y);
         const auto block = static_cast<Eigen::Index>(base + per_load * stretch[k]);
+        regressor.compute(q, qd, qdd, true, y);
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
+            double model_value = yj.dot(pi[j].head(static_cast<Eigen::Index>(base)));
+            for (std::size_t p = 0; p < per_load; ++p) model_value += yj(static_cast<Eigen::Index>(load_column(p))) * pi[j](block + static_cast<Eigen::Index>(p));
+            residual[j][k] = reference.tau[j][k] - model_value;
+        }
+        regressor.compute(q, qd, qdd, false, y);
         for (std::size_t j = 0; j < n; ++j) {
             const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
             double value = yj.cwiseProduct(inertial_mask).dot(pi[j].head(static_cast<Eigen::Index>(base)));
@@ -529,6 +539,20 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             out.inertial[j][k] = value;
             out.viscous[j][k] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1))) * qd[j];
             largest[j] = std::max(largest[j], std::abs(value));
+        }
+    }
+    // Smoothed over the derivative window (+- kDerivativeHalfWidth samples): the measurement noise
+    // of single samples is not a part of the dynamics.
+    out.unexplained.assign(n, std::vector<double>(m, 0.0));
+    for (std::size_t j = 0; j < n; ++j) {
+        double sum = 0;
+        std::size_t lo = 0, hi = 0;  // window [lo, hi)
+        for (std::size_t k = 0; k < m; ++k) {
+            const std::size_t want_lo = k >= kDerivativeHalfWidth ? k - kDerivativeHalfWidth : 0;
+            const std::size_t want_hi = std::min(m, k + kDerivativeHalfWidth + 1);
+            while (hi < want_hi) sum += residual[j][hi++];
+            while (lo < want_lo) sum -= residual[j][lo++];
+            out.unexplained[j][k] = sum / static_cast<double>(hi - lo);
         }
     }
     // Safety net: a split that says the speed changes a joint's signal by more than the signal's
@@ -548,6 +572,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         if (implausible) {
             std::fill(out.inertial[j].begin(), out.inertial[j].end(), 0.0);
             std::fill(out.viscous[j].begin(), out.viscous[j].end(), 0.0);
+            std::fill(out.unexplained[j].begin(), out.unexplained[j].end(), 0.0);
         }
     }
     for (std::size_t j = 0; j < n; ++j) {
@@ -588,6 +613,7 @@ nlohmann::json to_json(const SpeedModel& model) {
     };
     nlohmann::json out = {{"inertial", rounded(model.inertial)}, {"viscous", rounded(model.viscous)}, {"coulomb", model.coulomb},
                           {"derivation", model.derivation}};
+    if (!model.unexplained.empty()) out["unexplained"] = rounded(model.unexplained);
     if (std::isfinite(model.same_speed_tolerance)) out["same_speed_tolerance"] = model.same_speed_tolerance;
     return out;
 }
@@ -615,6 +641,8 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     };
     out.inertial = table("inertial");
     out.viscous = table("viscous");
+    // Profiles from before the unexplained part was kept have none: no model-error band.
+    if (j.contains("unexplained")) out.unexplained = table("unexplained");
     // Profiles from before the still-joint band was kept have neither entry: no band.
     out.coulomb.assign(joints, 0.0);
     if (j.contains("coulomb")) {

@@ -85,6 +85,17 @@ void Profile::validate() const {
                                                         speed->inertial[j].size(), reference.size()));
             }
         }
+        if (!speed->unexplained.empty()) {
+            if (speed->unexplained.size() != joints) {
+                throw std::invalid_argument(fmt::format("speed model's unexplained part for {} joints; expected {}", speed->unexplained.size(), joints));
+            }
+            for (std::size_t j = 0; j < joints; ++j) {
+                if (speed->unexplained[j].size() != reference.size()) {
+                    throw std::invalid_argument(fmt::format("joint {}: the speed model's unexplained part has {} values; the reference has {} samples",
+                                                            j + 1, speed->unexplained[j].size(), reference.size()));
+                }
+            }
+        }
     }
     if (!reference.payload.empty() && reference.payload.size() != reference.size()) {
         throw std::invalid_argument(fmt::format("the reference declares {} payload values for {} samples", reference.payload.size(), reference.size()));

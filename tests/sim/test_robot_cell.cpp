@@ -170,7 +170,7 @@ TEST_CASE("task files name what is wrong", "[sim][task]") {
     CHECK_THROWS_WITH(sim::task_from_json(j, 2), Catch::Contains("t.steps[0].wait must be >= 0 s, got -1"));
 }
 
-TEST_CASE("STOP brakes the robot to a standstill along its path and holds it; RESUME continues the program",
+TEST_CASE("STOP brakes the robot to a standstill along its path and holds it — RESUME continues the program",
           "[sim][cell][stop]") {
     sim::CellOptions options;
     options.seed = 4;
@@ -262,7 +262,7 @@ TEST_CASE("on the task's clock a contact waits for a held robot to resume and me
     CHECK(task_speed > 0.05);                                 // and it meets the robot moving
 }
 
-TEST_CASE("an obstacle in the path makes a contact force; stopping soon after contact limits its peak", "[sim][cell][obstacle]") {
+TEST_CASE("an obstacle in the path makes a contact force — stopping soon after contact limits its peak", "[sim][cell][obstacle]") {
     sim::CellOptions options;
     options.seed = 8;
     sim::RobotCell free_cell(ur5e(), ur5e_task(false), options);
@@ -416,7 +416,7 @@ TEST_CASE("a stream that starts at 70 % override does not stop while the speed e
     CHECK(settled_band < 0.05);    // and is all but gone once the estimate has settled
 }
 
-TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running; collisions still stop",
+TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running — collisions still stop",
           "[sim][speed]") {
     const RobotDescription robot = ur5e();
     const sim::Task task = ur5e_task(true);  // pick-and-place with three place positions and a carried part
@@ -654,7 +654,7 @@ TEST_CASE("with torques in percent of each joint's rated torque the speed model 
     }
 }
 
-TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % cycles running; collisions still stop",
+TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % cycles running — collisions still stop",
           "[sim][speed][friction]") {
     // The VP-6242-like's wrist joints have dry friction of about 5 % of their rated torque. Where a
     // joint comes to rest or breaks away, the torque its friction holds depends on how it got
@@ -737,8 +737,16 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     CHECK(held_after[4] < held_before[4]);
     CHECK(*std::max_element(cusum_after.begin(), cusum_after.end()) < 0.75 * *std::max_element(cusum_before.begin(), cusum_before.end()));
     const RunEvaluation after = run(with_band, slow);
-    INFO("10 nominal cycles at 70 %: " << after.events.size() << " stop events with the band");
+    // With few calibration cycles the thresholds are tight (12 here: margin about 1, CUSUM limit
+    // about 1.1), and what the speed model leaves unexplained of the reference shows at 70 %: its
+    // band is needed too (measured: 3 stop events in these 10 cycles without it).
+    Profile without_unexplained = with_band;
+    without_unexplained.speed->unexplained.clear();
+    const RunEvaluation unexplained_off = run(without_unexplained, slow);
+    INFO("10 nominal cycles at 70 %: " << after.events.size() << " stop events with the bands, " << unexplained_off.events.size()
+                                       << " without the model-error band");
     CHECK(after.events.empty());
+    CHECK(unexplained_off.events.size() >= 2);
 
     const RunEvaluation hits = run(with_band, slow_hits);
     REQUIRE(hits.truth.has_value());

@@ -97,6 +97,13 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
             CHECK(back.speed->viscous[j][k] == Approx(p.speed->viscous[j][k]).epsilon(1e-5).margin(1e-9));
         }
     }
+    REQUIRE(p.speed->unexplained.size() == p.joints);
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        REQUIRE(back.speed->unexplained[j].size() == p.reference.size());
+        for (std::size_t k = 0; k < p.reference.size(); k += 37) {
+            CHECK(back.speed->unexplained[j][k] == Approx(p.speed->unexplained[j][k]).epsilon(1e-5).margin(1e-9));
+        }
+    }
     REQUIRE(p.speed->coulomb.size() == p.joints);
     for (std::size_t j = 0; j < p.joints; ++j) CHECK(back.speed->coulomb[j] == Approx(p.speed->coulomb[j]));
     CHECK(std::isfinite(p.speed->same_speed_tolerance));
@@ -105,16 +112,22 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
     j["speed_model"]["inertial"][1].erase(0);
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.inertial[1]") && Catch::Contains("the reference has"));
     j = to_json(p);
+    j["speed_model"]["unexplained"][0].erase(0);
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.unexplained[0]") && Catch::Contains("the reference has"));
+    j = to_json(p);
     j["speed_model"]["coulomb"][1] = -0.5;
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.coulomb[1] is -0.5") && Catch::Contains(">= 0"));
     j = to_json(p);
     j["speed_model"]["same_speed_tolerance"] = "fast";
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("same_speed_tolerance is \"fast\""));
-    // A profile from before the band was kept: no band (Coulomb 0), tolerance never reached.
+    // A profile from before the bands were kept: no band (Coulomb 0, nothing unexplained), tolerance
+    // never reached.
     j = to_json(p);
     j["speed_model"].erase("coulomb");
     j["speed_model"].erase("same_speed_tolerance");
+    j["speed_model"].erase("unexplained");
     const Profile old = profile_from_json(j);
+    CHECK(old.speed->unexplained.empty());
     CHECK(old.speed->coulomb == std::vector<double>(p.joints, 0.0));
     CHECK(std::isinf(old.speed->same_speed_tolerance));
 }

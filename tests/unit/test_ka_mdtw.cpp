@@ -159,7 +159,7 @@ TEST_CASE("a KA-mDTW reference with a near-zero lever length is refused with joi
     CHECK_THROWS_WITH(Detector(p), Catch::Contains("joint 1") && Catch::Contains("reference sample 7"));
 }
 
-TEST_CASE("only the listed joints are divided by their lever; a near-zero lever elsewhere is no longer fatal", "[ka-mdtw]") {
+TEST_CASE("only the listed joints are divided by their lever — a near-zero lever elsewhere is no longer fatal", "[ka-mdtw]") {
     Stream ref;
     ref.add({0.3, true, 4.0, 10}, 2);
     ref.q1[7] = 0.0;  // link 1 level, link 2 straight up: joint 2 has no lever at sample 7

@@ -65,6 +65,11 @@ struct JointEvaluation {
     // freed of its start value (Detector::speed_interval). Forgiven amount, >= 0; about 0 once
     // the estimate has settled.
     double speed_band = 0.0;
+    // The part of the deviation forgiven as what the speed model leaves unexplained of the
+    // reference, u (SpeedModel::unexplained): at speed ratio s it may read anywhere between u and
+    // s^2 u, so up to (s^2 - 1) u of the deviation, on u's side only. Forgiven amount, >= 0; 0 at
+    // the recorded speed.
+    double model_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
 };
@@ -177,7 +182,7 @@ private:
     // velocities, and the running speed-ratio estimate: an average of the ratio of the observed to
     // the reference velocity, each sample weighted by how fast the reference moves there (a
     // standstill says nothing about the override).
-    std::vector<std::vector<double>> speed_inertial_, speed_viscous_, reference_velocity_;
+    std::vector<std::vector<double>> speed_inertial_, speed_viscous_, speed_unexplained_, reference_velocity_;
     // [joint][reference sample]: twice the joint's fitted Coulomb friction in matched units (per
     // sample for KA-mDTW's lever scaling); times how still the joint is, it is the band
     // JointEvaluation::friction_band forgives off the recorded speed.

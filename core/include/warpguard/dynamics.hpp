@@ -86,6 +86,13 @@ inline constexpr std::size_t kDerivativeHalfWidth = 3;
 struct SpeedModel {
     std::vector<std::vector<double>> inertial;  // [joint][reference sample], signal units at s = 1
     std::vector<std::vector<double>> viscous;   // [joint][reference sample]
+    // What the fitted rigid-body model leaves unexplained of the reference (reference less the
+    // model, smoothed over the derivative window), [joint][reference sample], signal units. How it
+    // changes with the speed is not known: anywhere between not at all (a static effect) and with
+    // s^2 (an inertial one), so at speed ratio s the reference may read anywhere between its
+    // recorded value and (s^2 - 1) times this more (Detector: model-error band). Empty in profiles
+    // from before it was kept: no band.
+    std::vector<std::vector<double>> unexplained;
     // Fitted Coulomb (dry) friction per joint, signal units, >= 0 (0 where the joint does not move
     // in the task or its split was dropped). While a joint stands still its dry friction can hold
     // any torque within +- this value, depending on how the joint came to rest: at the recorded
