@@ -883,6 +883,14 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
         throw std::invalid_argument(fmt::format("profile {} is in {}; robot '{}' sends {}", profile_id, to_string(profile.unit), config_.id,
                                                 to_string(config_.unit)));
     }
+    if (profile.payload && !config_.payload) {
+        // Its samples would be compared unloaded of a payload nobody declares: measured offline,
+        // a VP-6242-like nominal run without the declaration stopped 175 times in 40 cycles.
+        throw std::invalid_argument(fmt::format("profile {} has a payload model (its recordings declared the payload); robot '{}' is "
+                                                "configured without the payload: set \"payload\": true in its configuration, or "
+                                                "calibrate on recordings that do not declare it",
+                                                profile_id, config_.id));
+    }
     auto detector = std::make_unique<Detector>(profile);
     auto shared = std::make_shared<const Profile>(profile);
     nlohmann::json summary = {{"id", profile_id}, {"window", profile.window}, {"method", to_string(profile.method)},

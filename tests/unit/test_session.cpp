@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "session.hpp"
+#include "warpguard/dynamics.hpp"
 #include "test_data.hpp"
 
 using namespace warpguard;
@@ -119,4 +120,22 @@ TEST_CASE("a STOP is answered at once and its event is stored only by the backgr
     CHECK(stops[0].at("reason").get<std::string>().find("joint 1") != std::string::npos);
     CHECK(stops[0].at("has_evidence").get<bool>());
     CHECK(fx.store->states().at(0).latched);  // the latch reached the database too
+}
+
+TEST_CASE("a profile with a payload model is refused for a robot configured without the payload, and the active one stays", "[daemon]") {
+    Fixture fx("detect");
+    fx.session->activate(5, test::planar_profile(), "test");
+    Profile with_model = test::planar_profile();
+    with_model.reference.payload.assign(with_model.reference.size(), 0.0);
+    PayloadModel model;
+    model.model = planar_arm::default_arm().dh_model();
+    model.signal_per_nm.assign(with_model.joints, 1.0);
+    with_model.payload = model;
+    CHECK_THROWS_WITH(fx.session->activate(6, with_model, "test"),
+                      Catch::Contains("profile 6 has a payload model") && Catch::Contains("robot 'planar' is configured without the payload"));
+    CHECK(fx.session->status().at("profile").at("id") == 5);
+    // The active profile still judges: the reference itself runs on.
+    std::size_t stops = 0;
+    for (std::size_t i = 0; i < 200; ++i) stops += fx.send(i) == protocol::Reply::Stop;
+    CHECK(stops == 0);
 }
