@@ -135,6 +135,19 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         speed_unexplained_ = profile_.speed->unexplained;
         if (speed_unexplained_.empty()) speed_unexplained_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
         friction_band_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
+        // A joint rests where the reference rests at the sample and over the derivative window
+        // after it: where a joint breaks away the partner may lag the robot by a sample or two
+        // (VP-6242-like joint 3 at 70 %: the torque left the rest one sample before the partner
+        // did), and the band is for breaking away.
+        const std::size_t size = profile_.reference.size();
+        reference_rest_.assign(profile_.joints, std::vector<std::uint8_t>(size, 0));
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            std::size_t moving_ahead = size;  // the first sample >= k where the joint moves
+            for (std::size_t k = size; k-- > 0;) {
+                if (std::abs(reference_velocity_[j][k]) > kRestVelocity) moving_ahead = k;
+                reference_rest_[j][k] = moving_ahead > std::min(k + kDerivativeHalfWidth, size - 1);
+            }
+        }
         for (std::size_t j = 0; j < profile_.joints; ++j) {
             const double coulomb = profile_.speed->coulomb.empty() ? 0.0 : profile_.speed->coulomb[j];
             std::fill(friction_band_[j].begin(), friction_band_[j].end(), 2.0 * coulomb);
@@ -585,15 +598,7 @@ Decision Detector::update(const Sample& sample) {
                                   : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
                                                                  speed_c2_ * payload_inertial_[j][partner]);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
-            // A rest is where the reference rests at the partner and over the derivative window
-            // after it: the partner may lag the robot by a few samples where a joint breaks away
-            // (VP-6242-like joint 3 at 70 %: the torque left the rest two samples before the
-            // partner did), and the band is for breaking away.
-            bool resting = band_open;
-            for (std::size_t k = partner; resting && k < std::min(n_ref, partner + kDerivativeHalfWidth + 1); ++k) {
-                resting = std::abs(reference_velocity_[j][k]) <= kRestVelocity;
-            }
-            if (resting) {
+            if (band_open && reference_rest_[j][partner]) {
                 if (rest_samples_[j] < kRestSamples) {
                     rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;
                     ++rest_samples_[j];

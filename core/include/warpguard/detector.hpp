@@ -194,6 +194,7 @@ private:
     // them is still judged beyond the band.
     static constexpr double kRestVelocity = kCoulombSmoothing / 9.0;
     static constexpr std::size_t kRestSamples = 5;
+    std::vector<std::vector<std::uint8_t>> reference_rest_;  // [joint][reference sample]: rests there (and just after)
     std::vector<std::size_t> rest_samples_;  // samples of the current rest seen so far (saturates)
     std::vector<double> rest_offset_;        // accumulated, then held offset of the current rest
     double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
