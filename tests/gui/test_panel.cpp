@@ -29,6 +29,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <csignal>
+
+#include <sys/prctl.h>
+
 #include "control_link.hpp"
 #include "dashboard.hpp"
 #include "evidence_dialog.hpp"
@@ -52,8 +56,16 @@ private:
     int robot_port_ = 0, control_port_ = 0;
     QString shots_;
 
+    // The daemon and the simulated robot die with the test: when the test is aborted (QtTest's
+    // watchdog) they would otherwise keep running and hold ctest's output pipe open until its own
+    // timeout.
+    static void die_with_parent(QProcess& p) {
+        p.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    }
+
     void start_daemon() {
         const QString ready = dir_.filePath("ready.json");
+        die_with_parent(daemon_);
         QFile::remove(ready);
         daemon_.setProcessChannelMode(QProcess::ForwardedErrorChannel);
         daemon_.start(WARPGUARD_DAEMON, {"--config", dir_.filePath("warpguardd.json"), "--ready-file", ready, "--log-level", "warn"});
@@ -159,6 +171,7 @@ private slots:
         shot(w, "wizard-4-waiting");
         sim_.setProcessChannelMode(QProcess::ForwardedErrorChannel);
         sim_.setStandardOutputFile(dir_.filePath("sim.log"));
+        die_with_parent(sim_);
         sim_.start(WARPGUARD_SIM, {"run", "--robot", WARPGUARD_ROBOT, "--task", WARPGUARD_TASK, "--connect",
                                    QString("127.0.0.1:%1").arg(robot_port_), "--vendor", "ur", "--id", kRobot, "--period", "0.004",
                                    "--cycles", "110", "--speed", "4", "--seed", "7", "--contacts", "60", "--contacts-from-cycle", kContactsFrom,
