@@ -521,21 +521,24 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     // What the fitted model leaves unexplained of the reference itself (reference less the whole
     // model: gravity, the stretch's load, friction and offset included).
     std::vector<std::vector<double>> residual(n, std::vector<double>(m, 0.0));
+    // Joint j's torque of the load of the stretch whose parameters start at `block`.
+    const auto load_part = [&](const auto& yj, std::size_t j, Eigen::Index block) {
+        double value = 0;
+        for (std::size_t p = 0; p < per_load; ++p) value += yj(static_cast<Eigen::Index>(load_column(p))) * pi[j](block + static_cast<Eigen::Index>(p));
+        return value;
+    };
     for (std::size_t k = 0; k < m; ++k) {
         for (std::size_t j = 0; j < n; ++j) q[j] = reference.q[j][k], qd[j] = ref_vel[j][k], qdd[j] = ref_acc[j][k];
         const auto block = static_cast<Eigen::Index>(base + per_load * stretch[k]);
         regressor.compute(q, qd, qdd, true, y);
         for (std::size_t j = 0; j < n; ++j) {
             const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
-            double model_value = yj.dot(pi[j].head(static_cast<Eigen::Index>(base)));
-            for (std::size_t p = 0; p < per_load; ++p) model_value += yj(static_cast<Eigen::Index>(load_column(p))) * pi[j](block + static_cast<Eigen::Index>(p));
-            residual[j][k] = reference.tau[j][k] - model_value;
+            residual[j][k] = reference.tau[j][k] - yj.dot(pi[j].head(static_cast<Eigen::Index>(base))) - load_part(yj, j, block);
         }
         regressor.compute(q, qd, qdd, false, y);
         for (std::size_t j = 0; j < n; ++j) {
             const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
-            double value = yj.cwiseProduct(inertial_mask).dot(pi[j].head(static_cast<Eigen::Index>(base)));
-            for (std::size_t p = 0; p < per_load; ++p) value += yj(static_cast<Eigen::Index>(load_column(p))) * pi[j](block + static_cast<Eigen::Index>(p));
+            const double value = yj.cwiseProduct(inertial_mask).dot(pi[j].head(static_cast<Eigen::Index>(base))) + load_part(yj, j, block);
             out.inertial[j][k] = value;
             out.viscous[j][k] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1))) * qd[j];
             largest[j] = std::max(largest[j], std::abs(value));

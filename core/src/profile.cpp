@@ -76,26 +76,22 @@ void Profile::validate() const {
         }
     }
     if (speed) {
-        if (speed->inertial.size() != joints || speed->viscous.size() != joints) {
-            throw std::invalid_argument(fmt::format("speed model for {} joints; expected {}", speed->inertial.size(), joints));
-        }
-        for (std::size_t j = 0; j < joints; ++j) {
-            if (speed->inertial[j].size() != reference.size() || speed->viscous[j].size() != reference.size()) {
-                throw std::invalid_argument(fmt::format("joint {}: the speed model has {} values; the reference has {} samples", j + 1,
-                                                        speed->inertial[j].size(), reference.size()));
-            }
-        }
-        if (!speed->unexplained.empty()) {
-            if (speed->unexplained.size() != joints) {
-                throw std::invalid_argument(fmt::format("speed model's unexplained part for {} joints; expected {}", speed->unexplained.size(), joints));
+        // One value per joint and reference sample in every table of the speed model (its
+        // unexplained part may be absent: a profile from before it was kept).
+        const auto check_table = [&](const std::vector<std::vector<double>>& table, const char* what) {
+            if (table.size() != joints) {
+                throw std::invalid_argument(fmt::format("speed model's {} part for {} joints; expected {}", what, table.size(), joints));
             }
             for (std::size_t j = 0; j < joints; ++j) {
-                if (speed->unexplained[j].size() != reference.size()) {
-                    throw std::invalid_argument(fmt::format("joint {}: the speed model's unexplained part has {} values; the reference has {} samples",
-                                                            j + 1, speed->unexplained[j].size(), reference.size()));
+                if (table[j].size() != reference.size()) {
+                    throw std::invalid_argument(fmt::format("joint {}: the speed model's {} part has {} values; the reference has {} samples",
+                                                            j + 1, what, table[j].size(), reference.size()));
                 }
             }
-        }
+        };
+        check_table(speed->inertial, "inertial");
+        check_table(speed->viscous, "viscous");
+        if (!speed->unexplained.empty()) check_table(speed->unexplained, "unexplained");
     }
     if (!reference.payload.empty() && reference.payload.size() != reference.size()) {
         throw std::invalid_argument(fmt::format("the reference declares {} payload values for {} samples", reference.payload.size(), reference.size()));
