@@ -253,7 +253,9 @@ Reply LiveRobot::on_sample(const Sample& s) {
                                                                                           : protocol::encode_sample_ascii(f, options_.handshake.angles);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;
         const double sent_rt = realtime_now();
-        if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) {
+        const bool sent_all = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+        const double send_returned_rt = realtime_now();
+        if (!sent_all) {
             self_stop_ = true;
             hold(s.t, "connection lost");
             disconnect();
@@ -274,7 +276,8 @@ Reply LiveRobot::on_sample(const Sample& s) {
                     if (arrived <= 0 && read_reply(0.5, late_malformed, sent_rt)) arrived = last_arrival_rt_;
                     std::fprintf(stderr, "warpguard-sim: t=%.3f s seq %lld: no reply within %.0f ms; %s\n", s.t, static_cast<long long>(f.seq),
                                  options_.handshake.timeout * 1e3,
-                                 arrived > 0 ? fmt::format("it arrived {:.1f} ms after the sample was sent", (arrived - sent_rt) * 1e3).c_str()
+                                 arrived > 0 ? fmt::format("it arrived {:.1f} ms after the sample was sent (send() itself returned after {:.1f} ms)",
+                                                             (arrived - sent_rt) * 1e3, (send_returned_rt - sent_rt) * 1e3).c_str()
                                              : "none arrived within 500 ms either");
                 }
                 disconnect();  // a late reply would be taken for the next sample's: start over

@@ -4,6 +4,8 @@
 #include <exception>
 #include <fstream>
 
+#include <sys/mman.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -194,6 +196,12 @@ int main(int argc, char** argv) {
             if (run_period > 0) live.handshake.period = run_period;
             if (timeout_ms > 0) live.handshake.timeout = timeout_ms / 1e3;
             live.speed = speed;
+            // The simulated controller stands in for a real-time one: its pages stay in memory, so
+            // that memory pressure on this PC cannot stall a sample's send() behind the disk (measured:
+            // 20-22 ms stalls with a disk writer running). Best effort: without the privilege it runs on.
+            if (::mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+                std::fprintf(stderr, "warpguard-sim: note: cannot lock memory (mlockall); under memory pressure a sample can be sent late\n");
+            }
             if (!record_request.empty()) {
                 const auto c = record_request.find(':');
                 if (c == std::string::npos) throw std::invalid_argument(fmt::format("--record-request '{}' is not A:B", record_request));

@@ -124,7 +124,7 @@ RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& w
 DaemonConfig config_from_json(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: the configuration must be a JSON object", where));
     static const char* known[] = {"robot_listen", "control_listen", "token", "token_file", "data_dir", "deadline_ms",
-                                  "resume_grace_s", "idle_timeout_s", "io_threads", "robot_thread_priority", "robots"};
+                                  "resume_grace_s", "idle_timeout_s", "io_threads", "robot_thread_priority", "lock_memory", "robots"};
     for (const auto& [key, value] : j.items()) {
         bool ok = false;
         for (const char* k : known) ok = ok || key == k;
@@ -154,6 +154,7 @@ DaemonConfig config_from_json(const nlohmann::json& j, const std::string& where)
     c.idle_timeout_s = get<double>(j, "idle_timeout_s", where, c.idle_timeout_s);
     c.io_threads = get<std::size_t>(j, "io_threads", where, 0);
     c.robot_thread_priority = get<int>(j, "robot_thread_priority", where, c.robot_thread_priority);
+    c.lock_memory = get<bool>(j, "lock_memory", where, c.lock_memory);
     if (c.robot_thread_priority < 0 || c.robot_thread_priority > 99) {
         throw std::invalid_argument(fmt::format("{}: robot_thread_priority must be 0 (normal scheduling) or a SCHED_FIFO priority 1-99, got {}",
                                                 where, c.robot_thread_priority));

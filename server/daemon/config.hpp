@@ -58,6 +58,7 @@ struct DaemonConfig {
     // must reach the robot within its timeout (20 ms on a UR). Needs root, CAP_SYS_NICE or
     // LimitRTPRIO (the systemd unit grants it); without, the daemon warns and runs normally.
     int robot_thread_priority = 20;
+    bool lock_memory = true;  // mlockall: no page of the daemon is paged out and faulted back in on a robot's reply
     std::vector<RobotConfig> robots_list;
     std::string path;              // where it was read from
 };

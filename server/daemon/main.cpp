@@ -9,6 +9,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <cerrno>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 #include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it
@@ -130,6 +133,20 @@ int main(int argc, char** argv) {
             // Events posted before this point are stored first (one thread, in order).
             boost::asio::post(background, [&background] { background.stop(); });
         });
+        // Every page of the daemon stays in memory: under memory pressure the kernel would otherwise
+        // page out its code and data (file pages first), and a robot's reply would then wait for the
+        // disk to fault them back in; behind a busy disk that is tens of milliseconds. Locked before the threads start, so
+        // their stacks are locked as well.
+        if (config.lock_memory) {
+            if (::mlockall(MCL_CURRENT | MCL_FUTURE) == 0) {
+                spdlog::info("memory locked (lock_memory): no page of the daemon is paged out");
+            } else {
+                spdlog::warn("cannot lock the daemon's memory ({}): under memory pressure a page can be paged out and a robot's reply "
+                             "wait for the disk; grant it (root, CAP_IPC_LOCK or LimitMEMLOCK=infinity, see docs/daemon.md) or set "
+                             "lock_memory false",
+                             std::strerror(errno));
+            }
+        }
         const std::size_t threads = config.io_threads ? config.io_threads : std::max(2u, std::thread::hardware_concurrency());
         std::vector<std::thread> pool;
         // The robots' threads run real-time (config robot_thread_priority); the background thread, and

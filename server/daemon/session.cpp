@@ -1,5 +1,7 @@
 #include "session.hpp"
 
+#include <system_error>
+
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
@@ -19,6 +21,27 @@
 #include <unistd.h>
 
 namespace warpguard::daemon {
+
+PiMutex::PiMutex() {
+    pthread_mutexattr_t attr;
+    ::pthread_mutexattr_init(&attr);
+    // Without priority inheritance (not supported: EINVAL/ENOTSUP) it is still a correct mutex.
+    ::pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_INHERIT);
+    const int rc = ::pthread_mutex_init(&m_, &attr);
+    ::pthread_mutexattr_destroy(&attr);
+    if (rc != 0) throw std::system_error(rc, std::generic_category(), "pthread_mutex_init");
+}
+
+PiMutex::~PiMutex() { ::pthread_mutex_destroy(&m_); }
+
+void PiMutex::lock() {
+    const int rc = ::pthread_mutex_lock(&m_);
+    if (rc != 0) throw std::system_error(rc, std::generic_category(), "pthread_mutex_lock");
+}
+
+void PiMutex::unlock() noexcept { ::pthread_mutex_unlock(&m_); }
+
+bool PiMutex::try_lock() noexcept { return ::pthread_mutex_trylock(&m_) == 0; }
 
 void lower_thread_priority() {
     // A thread made by a real-time thread inherits its policy: back to normal scheduling first
@@ -83,7 +106,7 @@ RobotSession::RobotSession(RobotConfig config, Store& store, SessionSettings set
 }
 
 RobotSession::~RobotSession() {
-    if (record_file_) std::fclose(record_file_);
+    if (recorder_) recorder_->finish();  // what it has is on the disk; never committed
     if (ident_worker_.joinable()) ident_worker_.join();
 }
 
@@ -372,6 +395,7 @@ void RobotSession::capture_evidence_locked() {
 
 protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::SampleFrame& f, Clock::time_point received) {
     auto lk = lock();
+    const auto locked = Clock::now();
     if (link != link_) return protocol::Reply::Stop;  // a replaced connection
     ++samples_;
     char reason[240];
@@ -483,18 +507,28 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
         }
     }
 
-    // Deadline: a decision that took too long is not trusted in DETECT.
-    const auto elapsed = Clock::now() - received;
-    const double us = std::chrono::duration<double, std::micro>(elapsed).count();
+    // Deadline: a decision that took too long is not trusted in DETECT; in the other modes it is
+    // reported (at most once a second) so that a slow PC shows before DETECT depends on it.
+    const auto done = Clock::now();
+    const double us = std::chrono::duration<double, std::micro>(done - received).count();
+    const double wait_us = std::chrono::duration<double, std::micro>(locked - received).count();
     processing_mean_us_ = samples_ == 1 ? us : 0.99 * processing_mean_us_ + 0.01 * us;
-    processing_max_us_ = std::max(processing_max_us_, us);
-    if (elapsed > deadline_) {
+    if (us > processing_max_us_) {
+        processing_max_us_ = us;
+        lock_wait_max_us_ = wait_us;
+    }
+    if (done - received > deadline_) {
         ++deadline_misses_;
-        if (mode_ == Mode::Detect && !latched_) {
-            std::snprintf(reason, sizeof reason, "deadline missed: sample seq %lld decided after %.2f ms (deadline %.2f ms)",
-                          static_cast<long long>(f.seq), us / 1e3, std::chrono::duration<double, std::milli>(deadline_).count());
-            latch_locked(reason);
-            queue_locked(PendingKind::Deadline, &f, nullptr, reason, false);
+        std::snprintf(reason, sizeof reason, "deadline missed: sample seq %lld decided after %.2f ms (deadline %.2f ms; %.2f ms of it waiting for the session lock)",
+                      static_cast<long long>(f.seq), us / 1e3, std::chrono::duration<double, std::milli>(deadline_).count(), wait_us / 1e3);
+        if (mode_ == Mode::Detect) {
+            if (!latched_) {
+                latch_locked(reason);
+                queue_locked(PendingKind::Deadline, &f, nullptr, reason, false);
+            }
+        } else if (done - late_reported_ > std::chrono::seconds(1)) {
+            late_reported_ = done;
+            queue_locked(PendingKind::Late, &f, nullptr, reason, false);
         }
     }
     point.stop = latched_;
@@ -523,13 +557,8 @@ protocol::Reply RobotSession::on_internal_error(std::uint64_t link, std::string_
 }
 
 void RobotSession::write_record_locked(const protocol::SampleFrame& f) {
-    if (!record_file_) return;
-    std::FILE* out = record_file_;
-    std::fprintf(out, "%.17g,%lld,%lld,%u", f.t, static_cast<long long>(f.seq), static_cast<long long>(f.cycle), f.mode);
-    for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.signal[j]);
-    for (std::size_t j = 0; j < f.joints; ++j) std::fprintf(out, ",%.17g", f.angle[j]);
-    if (config_.payload) std::fprintf(out, ",%.17g", f.payload);
-    std::fputc('\n', out);
+    if (!recorder_) return;
+    recorder_->push(f);  // a copy into the writer's ring; a full ring is counted and fails the commit
     if (record_samples_ > 0 && f.cycle != record_last_cycle_) ++record_cycle_changes_;
     record_last_cycle_ = f.cycle;
     ++record_samples_;
@@ -594,7 +623,7 @@ void RobotSession::event(const char* kind, std::string reason) {
 void RobotSession::event(EventRecord record) {
     try {
         const std::int64_t id = store_.add_event(record);
-        const auto level = record.kind == "stop" || record.kind == "fault" || record.kind == "refused" ? spdlog::level::warn : spdlog::level::info;
+        const auto level = record.kind == "stop" || record.kind == "fault" || record.kind == "refused" || record.kind == "late" ? spdlog::level::warn : spdlog::level::info;
         spdlog::log(level, "robot {}: {}: {}", record.robot, record.kind, record.reason);
         if (on_event_) {
             nlohmann::json j = {{"id", id},           {"robot", record.robot}, {"kind", record.kind},     {"reason", record.reason},
@@ -701,6 +730,7 @@ void RobotSession::flush() {
         e.robot = config_.id;
         e.kind = p.kind == PendingKind::Stop || p.kind == PendingKind::HeldOnReconnect ? "stop"
                  : p.kind == PendingKind::WouldStop                                     ? "would_stop"
+                 : p.kind == PendingKind::Late                                          ? "late"
                                                                                         : "fault";
         e.reason = p.reason.data();
         e.seq = p.seq;
@@ -735,14 +765,14 @@ nlohmann::json RobotSession::status_locked() const {
     j["deadline_misses"] = deadline_misses_;
     j["cycle"] = cycle_;
     j["robot_time"] = last_t_;
-    j["processing_us"] = {{"mean", processing_mean_us_}, {"max", processing_max_us_}};
+    j["processing_us"] = {{"mean", processing_mean_us_}, {"max", processing_max_us_}, {"max_lock_wait", lock_wait_max_us_}};
     if (link_ != 0) {
         j["period_ms"] = handshake_.period * 1e3;
         j["robot_timeout_ms"] = handshake_.timeout * 1e3;
         j["deadline_ms"] = std::chrono::duration<double, std::milli>(deadline_).count();
     }
-    if (record_file_) {
-        j["recording"] = {{"path", record_path_}, {"samples", record_samples_},
+    if (recorder_) {
+        j["recording"] = {{"path", record_path_}, {"samples", record_samples_}, {"lost", recorder_->lost()},
                           {"complete_cycles", record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0}, {"started", record_started_}};
     }
     return j;
@@ -766,15 +796,15 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
                                                     config_.id, to_string(mode)));
         }
         before = mode_;
-        if (mode_ == Mode::Record && record_file_) closed = close_recording_locked();
+        if (mode_ == Mode::Record && recorder_) closed = close_recording_locked();
         mode_ = mode;
         if (detector_ && mode != before) detector_->reset();
         in_stop_run_ = false;
         state = snapshot_locked();
     }
-    if (closed.file) committed = commit_recording(std::move(closed), by);
     save_state(state);
     event("mode", fmt::format("mode {} -> {} by {}", to_string(before), to_string(mode), by));
+    if (closed.writer) committed = commit_recording(std::move(closed), by);  // throws if samples were lost
     nlohmann::json j = status();
     if (!committed.is_null()) j["committed_recording"] = committed;
     return j;
@@ -783,7 +813,7 @@ nlohmann::json RobotSession::set_mode(Mode mode, const std::string& by) {
 nlohmann::json RobotSession::start_recording(const std::string& by) {
     {
         auto lk = lock();
-        if (record_file_ || record_opening_) {
+        if (recorder_ || record_opening_) {
             throw std::invalid_argument(fmt::format("robot '{}' is already recording to {}", config_.id, record_path_));
         }
         record_opening_ = true;
@@ -816,12 +846,20 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
         record_opening_ = false;
         throw;
     }
+    // The ring holds 30 s of the robot's samples (at least 4,096): the writer thread empties it every
+    // 20 ms, so only a disk that stalls for that long loses samples (and then the commit says so).
+    double period = 0.004;
+    {
+        auto lk = lock();
+        if (link_ != 0 && handshake_.period > 0) period = handshake_.period;
+    }
+    const std::size_t capacity = std::clamp<std::size_t>(static_cast<std::size_t>(30.0 / period), 4096, 65536);
+    auto writer = std::make_unique<RecordWriter>(f, std::move(buffer), path, config_.payload, capacity);
     StateSnapshot state;
     {
         auto lk = lock();
         record_opening_ = false;
-        record_file_ = f;
-        record_buffer_ = std::move(buffer);
+        recorder_ = std::move(writer);
         record_path_ = path;
         record_started_ = started;
         record_samples_ = 0;
@@ -835,25 +873,25 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
 }
 
 RobotSession::ClosedRecording RobotSession::close_recording_locked() {
-    if (!record_file_) throw std::invalid_argument(fmt::format("robot '{}' is not recording", config_.id));
+    if (!recorder_) throw std::invalid_argument(fmt::format("robot '{}' is not recording", config_.id));
     ClosedRecording r;
-    r.file = record_file_;
-    r.buffer = std::move(record_buffer_);
+    r.writer = std::move(recorder_);
     r.path = record_path_;
     r.started = record_started_;
     r.samples = record_samples_;
     r.cycles = record_cycle_changes_ > 0 ? record_cycle_changes_ - 1 : 0;
-    record_file_ = nullptr;
     mode_ = Mode::Idle;
     return r;
 }
 
 nlohmann::json RobotSession::commit_recording(ClosedRecording r, const std::string& by) {
     // Durable before it is listed: the CSV reaches the disk, then its row is committed.
-    std::fflush(r.file);
-    ::fsync(fileno(r.file));
-    std::fclose(r.file);
-    r.file = nullptr;
+    const RecordWriter::Result written = r.writer->finish();
+    r.writer.reset();
+    if (!written.error.empty()) {
+        event("recording", fmt::format("recording into {} not committed: {}", r.path, written.error));
+        throw std::runtime_error(written.error);
+    }
     const std::int64_t id = store_.add_recording(config_.id, r.path, r.started, r.samples, r.cycles);
     spdlog::info("robot {}: recording {} committed by {}: {} samples, {} complete cycles, {}", config_.id, id, by, r.samples, r.cycles,
                  r.path);
@@ -868,8 +906,8 @@ nlohmann::json RobotSession::stop_recording(const std::string& by) {
         closed = close_recording_locked();
         state = snapshot_locked();
     }
-    const nlohmann::json r = commit_recording(std::move(closed), by);
     save_state(state);
+    const nlohmann::json r = commit_recording(std::move(closed), by);
     event("recording", fmt::format("recording {} stopped by {}: {} samples, {} complete cycles", r["id"].get<std::int64_t>(), by,
                                    r["samples"].get<std::size_t>(), r["cycles"].get<std::size_t>()));
     return r;

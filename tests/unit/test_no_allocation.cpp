@@ -100,7 +100,7 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     config.joints = profile.joints;
     config.unit = profile.unit;
     config.signal = profile.signal;
-    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, ".", nullptr}, nullptr);
+    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, dir.string(), nullptr}, nullptr);
     session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
     protocol::Handshake h;
     h.robot_id = "planar";
@@ -139,6 +139,12 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     CHECK(stops > 0);  // the published thresholds stop on these nominal samples (heavy tails): latched
     session.flush();
     CHECK(store.events("planar", 0, 10, "stop").size() == 1);
+    // RECORD: the sample is copied into the writer's ring, the file is written on the writer's thread.
+    session.start_recording("test");
+    const std::size_t before_record = g_allocations.load();
+    for (std::size_t i = 2000; i < 2500; ++i) session.on_sample(7, frame(i), daemon::Clock::now());
+    CHECK(g_allocations.load() - before_record == 0);
+    CHECK(session.stop_recording("test").at("samples") == 500);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
 }

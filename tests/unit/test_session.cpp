@@ -139,3 +139,65 @@ TEST_CASE("a profile with a payload model is refused for a robot configured with
     for (std::size_t i = 0; i < 200; ++i) stops += fx.send(i) == protocol::Reply::Stop;
     CHECK(stops == 0);
 }
+
+TEST_CASE("a recording is written off the robot's thread: every sample reaches the committed CSV, in order and exact", "[daemon]") {
+    Fixture fx("idle");
+    fx.session->start_recording("test");
+    const std::size_t n = 3000;  // 12 s at 250 Hz: several of the writer's 20 ms wake-ups and stdio buffers
+    for (std::size_t i = 0; i < n; ++i) {
+        fx.f.cycle = 1 + static_cast<std::int64_t>(i / 1000);
+        const auto& ref = test::planar_profile().reference;
+        fx.f.seq = static_cast<std::int64_t>(i);
+        fx.f.t = 0.004 * static_cast<double>(i) + 1e-9;  // not representable in few digits: %.17g must keep it
+        for (std::size_t j = 0; j < fx.f.joints; ++j) {
+            fx.f.signal[j] = ref.tau[j][i % ref.size()];
+            fx.f.angle[j] = ref.q[j][i % ref.size()];
+        }
+        REQUIRE(fx.session->on_sample(7, fx.f, daemon::Clock::now()) == protocol::Reply::Continue);
+    }
+    const nlohmann::json r = fx.session->stop_recording("test");
+    CHECK(r.at("samples") == n);
+    CHECK(r.at("cycles") == 1);  // cycles 1, 2, 3: only cycle 2 is known to be whole
+    std::FILE* in = std::fopen(r.at("path").get<std::string>().c_str(), "r");
+    REQUIRE(in);
+    char line[4096];
+    std::size_t data = 0;
+    bool in_order = true, exact = true;
+    while (std::fgets(line, sizeof line, in)) {
+        if (line[0] == '#' || line[0] == 't') continue;
+        double t = 0;
+        long long seq = -1;
+        REQUIRE(std::sscanf(line, "%lf,%lld", &t, &seq) == 2);
+        in_order = in_order && seq == static_cast<long long>(data);
+        exact = exact && t == 0.004 * static_cast<double>(data) + 1e-9;
+        ++data;
+    }
+    std::fclose(in);
+    CHECK(data == n);
+    CHECK(in_order);
+    CHECK(exact);
+}
+
+TEST_CASE("a recording whose writer falls behind loses samples, counts them and is not committed", "[daemon]") {
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-writer-test-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "r.csv").string();
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    REQUIRE(f);
+    // A ring of 8 samples and 20,000 samples pushed back to back: the writer wakes every 20 ms.
+    daemon::RecordWriter writer(f, nullptr, path, false, 8);
+    protocol::SampleFrame frame;
+    frame.joints = 2;
+    std::size_t accepted = 0;
+    for (std::size_t i = 0; i < 20000; ++i) {
+        frame.seq = static_cast<std::int64_t>(i);
+        accepted += writer.push(frame);
+    }
+    const auto r = writer.finish();
+    CHECK(r.lost == 20000 - accepted);
+    CHECK(r.lost > 0);
+    CHECK(r.written == accepted);
+    CHECK_THAT(r.error, Catch::Contains(fmt::format("{} of 20000 samples were lost", r.lost)) && Catch::Contains("not committed"));
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
