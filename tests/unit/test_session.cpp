@@ -201,3 +201,22 @@ TEST_CASE("a recording whose writer falls behind loses samples, counts them and 
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
 }
+
+TEST_CASE("a late decision outside DETECT is reported as a 'late' event, at most once a second, and never stops", "[daemon]") {
+    Fixture fx("shadow");
+    for (std::size_t i = 0; i < 40; ++i) fx.send(i);  // warm-up: the window fills
+    fx.run_background();
+    // The deadline is 1000 ms here (SessionSettings): two samples "received" 1.5 s ago.
+    const auto long_ago = daemon::Clock::now() - std::chrono::milliseconds(1500);
+    fx.f.seq = 40;
+    CHECK(fx.session->on_sample(7, fx.f, long_ago) == protocol::Reply::Continue);
+    fx.f.seq = 41;
+    CHECK(fx.session->on_sample(7, fx.f, long_ago) == protocol::Reply::Continue);
+    fx.session->request_flush();
+    fx.run_background();
+    const auto late = fx.store->events("planar", 0, 10, "late");
+    REQUIRE(late.size() == 1);  // the second one within the same second is counted, not logged
+    CHECK_THAT(late[0].at("reason").get<std::string>(), Catch::Contains("sample seq 40 decided after 15") && Catch::Contains("waiting for the session lock"));
+    CHECK(fx.session->status().at("deadline_misses") == 2);
+    CHECK(fx.events("stop") == 0);
+}
