@@ -38,7 +38,7 @@ std::size_t RecordWriter::drain() {
     const std::size_t count = head - tail;
     for (; tail != head; ++tail) {
         const protocol::SampleFrame& f = ring_[tail % ring_.size()];
-        std::FILE* out = file_;
+        std::FILE* out = file_;  // (a local: the compiler need not reload the member after every call)
         int rc = std::fprintf(out, "%.17g,%lld,%lld,%u", f.t, static_cast<long long>(f.seq), static_cast<long long>(f.cycle), f.mode);
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.signal[j]);
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.angle[j]);

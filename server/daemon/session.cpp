@@ -519,16 +519,18 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
     }
     if (done - received > deadline_) {
         ++deadline_misses_;
-        std::snprintf(reason, sizeof reason, "deadline missed: sample seq %lld decided after %.2f ms (deadline %.2f ms; %.2f ms of it waiting for the session lock)",
-                      static_cast<long long>(f.seq), us / 1e3, std::chrono::duration<double, std::milli>(deadline_).count(), wait_us / 1e3);
-        if (mode_ == Mode::Detect) {
-            if (!latched_) {
+        const bool detect = mode_ == Mode::Detect;
+        if (detect ? !latched_ : done - late_reported_ > std::chrono::seconds(1)) {
+            std::snprintf(reason, sizeof reason,
+                          "deadline missed: sample seq %lld decided after %.2f ms (deadline %.2f ms; %.2f ms of it waiting for the session lock)",
+                          static_cast<long long>(f.seq), us / 1e3, std::chrono::duration<double, std::milli>(deadline_).count(), wait_us / 1e3);
+            if (detect) {
                 latch_locked(reason);
                 queue_locked(PendingKind::Deadline, &f, nullptr, reason, false);
+            } else {
+                late_reported_ = done;
+                queue_locked(PendingKind::Late, &f, nullptr, reason, false);
             }
-        } else if (done - late_reported_ > std::chrono::seconds(1)) {
-            late_reported_ = done;
-            queue_locked(PendingKind::Late, &f, nullptr, reason, false);
         }
     }
     point.stop = latched_;
