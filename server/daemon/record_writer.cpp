@@ -32,13 +32,13 @@ bool RecordWriter::push(const protocol::SampleFrame& frame) noexcept {
     return true;
 }
 
-std::size_t RecordWriter::drain() {
+void RecordWriter::drain() {
     const std::size_t head = head_.load(std::memory_order_acquire);
     std::size_t tail = tail_.load(std::memory_order_relaxed);
     const std::size_t count = head - tail;
     for (; tail != head; ++tail) {
         const protocol::SampleFrame& f = ring_[tail % ring_.size()];
-        std::FILE* out = file_;  // (a local: the compiler need not reload the member after every call)
+        std::FILE* out = file_;
         int rc = std::fprintf(out, "%.17g,%lld,%lld,%u", f.t, static_cast<long long>(f.seq), static_cast<long long>(f.cycle), f.mode);
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.signal[j]);
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.angle[j]);
@@ -49,7 +49,6 @@ std::size_t RecordWriter::drain() {
         tail_.store(tail + 1, std::memory_order_release);
     }
     written_ += count;
-    return count;
 }
 
 void RecordWriter::run() {

@@ -42,7 +42,7 @@ public:
 
 private:
     void run();
-    std::size_t drain();  // the writer's thread: writes everything queued now; returns how many
+    void drain();  // writes everything queued now
 
     std::vector<protocol::SampleFrame> ring_;
     std::atomic<std::size_t> head_{0};  // next slot the producer fills (monotonic)

@@ -60,7 +60,8 @@ struct Fixture {
     }
     // Sample i of the profile's reference itself (never a stop on its own), `offset` added to
     // joint 1, with the given mode bits.
-    protocol::Reply send(std::size_t i, double offset = 0.0, std::uint32_t mode = 0) {
+    // Fills `f` with sample i as send() sends it.
+    void frame(std::size_t i, double offset = 0.0, std::uint32_t mode = 0) {
         const auto& ref = test::planar_profile().reference;
         const std::size_t k = i % ref.size();
         f.seq = static_cast<std::int64_t>(i);
@@ -71,6 +72,9 @@ struct Fixture {
             f.signal[j] = ref.tau[j][k] + (j == 0 ? offset : 0.0);
             f.angle[j] = ref.q[j][k];
         }
+    }
+    protocol::Reply send(std::size_t i, double offset = 0.0, std::uint32_t mode = 0) {
+        frame(i, offset, mode);
         return session->on_sample(7, f, daemon::Clock::now());
     }
     std::size_t events(const char* kind) { return store->events("planar", 0, 100000, kind).size(); }
@@ -145,14 +149,9 @@ TEST_CASE("a recording is written off the robot's thread: every sample reaches t
     fx.session->start_recording("test");
     const std::size_t n = 3000;  // 12 s at 250 Hz: several of the writer's 20 ms wake-ups and stdio buffers
     for (std::size_t i = 0; i < n; ++i) {
+        fx.frame(i);
         fx.f.cycle = 1 + static_cast<std::int64_t>(i / 1000);
-        const auto& ref = test::planar_profile().reference;
-        fx.f.seq = static_cast<std::int64_t>(i);
         fx.f.t = 0.004 * static_cast<double>(i) + 1e-9;  // not representable in few digits: %.17g must keep it
-        for (std::size_t j = 0; j < fx.f.joints; ++j) {
-            fx.f.signal[j] = ref.tau[j][i % ref.size()];
-            fx.f.angle[j] = ref.q[j][i % ref.size()];
-        }
         REQUIRE(fx.session->on_sample(7, fx.f, daemon::Clock::now()) == protocol::Reply::Continue);
     }
     const nlohmann::json r = fx.session->stop_recording("test");
