@@ -494,7 +494,7 @@ public:
         }
         const QJsonObject d = phase.value("derivation").toObject();
         derivation_->setText(tr("From %1 nominal cycles (reference %2 samples): margin %3 × the largest nominal deviation near each phase "
-                                "(Gumbel fit to %4 per-cycle maxima: mean %5, largest %6); CUSUM limit %7; STOP after %8 samples over.")
+                                "(extreme-value fits to %4 per-cycle maxima: mean %5, largest %6); CUSUM limit %7; STOP after %8 samples over.")
                                  .arg(s.value("nominal_cycles").toInt())
                                  .arg(s.value("reference_samples").toInt())
                                  .arg(phase.value("margin").toDouble(), 0, 'f', 3)

@@ -179,14 +179,17 @@ void run_calibrate(const CalibrateArgs& a) {
                     "within +-%zu samples; STOP after %zu samples over; drift rate %.4g per update\n",
                     ph.margin, ph.neighbourhood, ph.persistence, ph.drift_rate);
         std::printf("  margin from %d calibration cycles (split halves): per-cycle maxima mean %.3f, sd %.3f, largest %.3f; "
-                    "Gumbel quantile for 1 false stop per %.0f cycles %.3f\n",
+                    "for 1 false stop per %.0f cycles: Gumbel quantile %.3f, tail quantile %.3f (top %d maxima)\n",
                     ph.derivation.value("cycles", 0), ph.derivation.value("cycle_max_mean", 0.0), ph.derivation.value("cycle_max_sd", 0.0),
                     ph.derivation.value("cycle_max_largest", 0.0), ph.derivation.value("target_cycles_per_false_stop", 0.0),
-                    ph.derivation.value("gumbel_quantile", 0.0));
+                    ph.derivation.value("gumbel_quantile", 0.0), ph.derivation.value("tail_quantile", 0.0),
+                    ph.derivation.value("tail_exceedances", 0));
         if (ph.cusum_limit > 0) {
-            std::printf("  CUSUM of the ratio over %.2f: STOP above %.3f (per-cycle maxima mean %.3f, largest %.3f)\n",
+            std::printf("  CUSUM of the ratio over %.2f: STOP above %.3f (per-cycle maxima mean %.3f, largest %.3f; "
+                        "Gumbel quantile %.3f, tail quantile %.3f)\n",
                         ph.cusum_reference, ph.cusum_limit, ph.derivation.value("cusum_cycle_max_mean", 0.0),
-                        ph.derivation.value("cusum_cycle_max_largest", 0.0));
+                        ph.derivation.value("cusum_cycle_max_largest", 0.0), ph.derivation.value("cusum_gumbel_quantile", 0.0),
+                        ph.derivation.value("cusum_tail_quantile", 0.0));
         }
         std::printf("%-6s %14s %14s %14s\n", "joint", "min theta", "median theta", "max theta");
         for (std::size_t j = 0; j < p.joints; ++j) {

@@ -12,13 +12,15 @@
 // the largest |deviation| within +- neighbourhood samples. The margin comes from split halves:
 // thresholds from the even calibration cycles judge the odd ones and vice versa; the largest
 // persistent ratio of every cycle is an extreme value, a Gumbel distribution fitted to those
-// per-cycle maxima gives the margin exceeded once in `target_cycles_per_false_stop` cycles.
+// per-cycle maxima gives the margin exceeded once in `target_cycles_per_false_stop` cycles, and so
+// does an exponential tail fitted to the largest of them (peaks over threshold); the larger wins.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "warpguard/profile.hpp"
 #include "warpguard/recording.hpp"
@@ -71,6 +73,21 @@ struct NamedRecording {
     std::string name;
     const Recording* recording = nullptr;
 };
+
+// Extreme-value fits to per-cycle maxima (the phase-aware margin and CUSUM limit). Each gives the
+// value exceeded once in `cycles_per_exceedance` cycles, with its scale at the one-sided 95 % upper
+// confidence bound (large-sample spread of the scale estimate), so a short recording widens it.
+struct ExtremeFit {
+    double mean = 0, sd = 0, largest = 0;
+    // Gumbel, method of moments over all maxima.
+    double gumbel_mu = 0, gumbel_beta = 0, gumbel_scale_factor = 1, gumbel_quantile = 0;
+    // Peaks over threshold: the `tail_exceedances` largest maxima above `tail_threshold` (the next
+    // one), their excesses fitted by an exponential of mean `tail_scale` (times `tail_scale_factor`).
+    double tail_threshold = 0, tail_scale = 0, tail_scale_factor = 1, tail_quantile = 0;
+    std::size_t tail_exceedances = 0;
+};
+// Throws std::invalid_argument for fewer than 2 maxima or cycles_per_exceedance <= 1.
+ExtremeFit fit_cycle_maxima(const std::vector<double>& maxima, double cycles_per_exceedance);
 
 // Cuts the reference out of a recording; throws std::invalid_argument naming `source` when it has
 // too few complete cycles.
