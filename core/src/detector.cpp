@@ -478,9 +478,16 @@ Decision Detector::update(const Sample& sample) {
     };
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
     if (has_shared_) {
-        for (std::size_t step = 0; step <= 2; ++step) consider_candidate(shared_ + step);
-        bool robot_moving = false;
-        for (std::size_t j = 0; j < n && !robot_moving; ++j) robot_moving = std::abs(velocity_[j]) > kMovingVelocity;
+        // The task repeats: past the reference's last sample the continuation is its first (the
+        // reference begins at a cycle start; measured on the UR5e-like pick-and-place: a cycle that
+        // started while the partner stayed on the reference's last samples was off by 4.5-6.2 Nm
+        // on joint 1 until some joint's own match jumped).
+        for (std::size_t step = 0; step <= 2; ++step) consider_candidate(shared_ + step < n_ref ? shared_ + step : shared_ + step - n_ref);
+        bool robot_moving = false, robot_starting = false;
+        for (std::size_t j = 0; j < n; ++j) {
+            robot_moving = robot_moving || std::abs(velocity_[j]) > kMovingVelocity;
+            robot_starting = robot_starting || std::abs(velocity_[j]) > 2.0 * kRestVelocity;
+        }
         // The partner may fall behind where the signal alone cannot tell samples apart (the slow
         // start of a move, where the torque ramps while the partner still sits in the standstill):
         // the joint angles can. The reference sample ahead whose angles are nearest the sample's
@@ -521,9 +528,11 @@ Decision Detector::update(const Sample& sample) {
         // reference samples on either side where the reference's carrying state is the sample's.
         // The robot moves where the reference still stands: a standstill's length varies from
         // cycle to cycle, so the partner may sit anywhere in it; the reference's own start of
-        // motion is a candidate (only while the robot moves: a standing robot must not be
-        // matched to a motion start).
-        if (!reference_moving_.empty() && !reference_moving_[shared_] && robot_moving) consider_candidate(standstill_end_[shared_]);
+        // motion is a candidate once some joint leaves rest (twice the rest velocity: the torque
+        // ramps 4-5 samples before a joint is clearly moving — IRB120-like at 70 %: the partner 7
+        // samples short of the move, joint 1's CUSUM over its limit). A standing robot offers no
+        // motion start.
+        if (!reference_moving_.empty() && !reference_moving_[shared_] && robot_starting) consider_candidate(standstill_end_[shared_]);
         if (carrying_known && carrying_now != (reference_payload_[shared_] > 0.0)) {
             consider_candidate(payload_next_[shared_]);
             if (payload_previous_[shared_] > 0) consider_candidate(payload_previous_[shared_] - 1);
