@@ -231,21 +231,23 @@ def test_detect(tmp):
         # path robot -> daemon -> robot, and the shared 2-core CI machine has stalled a process for
         # over 20 ms (one reply in 63,437 arrived after 21 ms, with the daemon's own decision on time).
         # Latency is measured by the load benchmark; the timeout itself by test_kill9.
-        sim, report = run_sim(d, tmp, "--cycles", "15", "--speed", "4", "--contacts", "3", "--contacts-from-cycle", "12",
+        sim, report = run_sim(d, tmp, "--cycles", "23", "--speed", "4", "--contacts", "3", "--contacts-from-cycle", "19",
                               "--min-force", "200", "--max-force", "300", "--seed", "5", "--timeout-ms", "100")
         d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
         d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "20")
         d.ctl("record-start", "cell1")
-        d.ctl("wait", "cell1", "--cycle", "10", "--timeout", "60")
+        d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "90")
         rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
-        check(rec["cycles"] >= 8, "recording committed with %d complete cycles, %d samples" % (rec["cycles"], rec["samples"]))
+        check(rec["cycles"] >= 14, "recording committed with %d complete cycles, %d samples" % (rec["cycles"], rec["samples"]))
         # This test checks the path robot -> daemon -> robot, not detection quality (the benchmark suite
-        # measures that): the published rules with deliberately insensitive thresholds (k = 20,
-        # margin 3; the default phase-aware detector needs >= 10 nominal cycles), and the collisions
-        # are large (200-300 N).
-        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--k", "20", "--margin", "3",
-                               "--detector", "published", "--activate").stdout)
-        check(len(cal["summary"]["thresholds"]) == 6, "calibrated profile %d activated" % cal["profile"])
+        # measures that): the default detector as a user calibrates it (3 reference cycles, >= 10
+        # nominal ones), and large collisions (200-300 N). (It used the published rules with
+        # deliberately insensitive thresholds, k = 20 and margin 3, until 2026-11-25: their
+        # eigenvalue limit was passed by 1.022 against 0.993, so a recording started a few samples
+        # differently on a loaded machine missed all three collisions.)
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate").stdout)
+        check(cal["summary"]["detector"] == "phase-aware" and len(cal["summary"]["thresholds"]) == 6,
+              "calibrated profile %d (%s detector) activated" % (cal["profile"], cal["summary"]["detector"]))
         d.ctl("mode", "cell1", "detect")
         sim.wait(timeout=300)
         with open(report) as f:
@@ -268,9 +270,8 @@ def test_detect(tmp):
         joints = full["evidence"]["joints"]
         check(len(joints) == 6 and len(joints[0]["window"]) == 30 and len(joints[0]["reference"]) >= 1,
               "evidence holds every joint's window (30 samples) and matched reference span")
-        j = ev[0]["joint"] - 1
-        check(joints[j][ev[0]["rule"]] > joints[j]["theta1" if ev[0]["rule"] == "rule1" else "theta2"],
-              "the deciding joint's rule value exceeds its threshold in the evidence")
+        check(ev[0]["value"] > ev[0]["threshold"] > 0,
+              "the stop's value %.4g exceeds its threshold %.4g (%s)" % (ev[0]["value"], ev[0]["threshold"], ev[0]["rule"]))
     finally:
         d.stop()
 
