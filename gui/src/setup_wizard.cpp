@@ -503,6 +503,19 @@ public:
                                  .arg(d.value("cycle_max_largest").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("cusum_limit").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("persistence").toInt()));
+        // Which fit set the limits: where the tail of the few largest maxima did, its 95 % bound
+        // widens them, and only more nominal cycles narrow them.
+        const auto from_tail = [&d](const char* prefix, const char* largest) {
+            const double tail = d.value(QString(prefix) + "tail_quantile").toDouble();
+            return tail > d.value(QString(prefix) + "gumbel_quantile").toDouble() && tail > d.value(largest).toDouble();
+        };
+        if (from_tail("", "cycle_max_largest") || from_tail("cusum_", "cusum_cycle_max_largest")) {
+            derivation_->setText(derivation_->text() +
+                                 tr(" The limits come from the tail of the %1 largest per-cycle maxima, widened ×%2 for the uncertainty of so few: "
+                                    "recording more nominal cycles narrows them.")
+                                     .arg(d.value("tail_exceedances").toInt())
+                                     .arg(d.value("tail_scale_factor").toDouble(), 0, 'f', 2));
+        }
     }
 
 private:
