@@ -173,6 +173,23 @@ ExtremeFit fit_cycle_maxima(const std::vector<double>& maxima, double cycles_per
 
 namespace {
 
+// A fit's numbers in a profile's derivation, under `prefix` ("" for the margin's, "cusum_" for
+// the CUSUM limit's).
+void put_fit(nlohmann::json& d, const std::string& prefix, const ExtremeFit& f) {
+    d[prefix + "cycle_max_mean"] = f.mean;
+    d[prefix + "cycle_max_sd"] = f.sd;
+    d[prefix + "cycle_max_largest"] = f.largest;
+    d[prefix + "gumbel_mu"] = f.gumbel_mu;
+    d[prefix + "gumbel_beta"] = f.gumbel_beta;
+    d[prefix + "gumbel_scale_factor"] = f.gumbel_scale_factor;
+    d[prefix + "gumbel_quantile"] = f.gumbel_quantile;
+    d[prefix + "tail_exceedances"] = f.tail_exceedances;
+    d[prefix + "tail_threshold"] = f.tail_threshold;
+    d[prefix + "tail_scale"] = f.tail_scale;
+    d[prefix + "tail_scale_factor"] = f.tail_scale_factor;
+    d[prefix + "tail_quantile"] = f.tail_quantile;
+}
+
 PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const CalibrationOptions& options,
                                          const std::vector<std::vector<PhaseObservation>>& observed,
                                          const std::vector<std::uint32_t>& cycle_of, std::uint32_t cycles,
@@ -220,10 +237,8 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     // Each rule gets half of the false-stop budget.
     const ExtremeFit ratio_fit = fit_cycle_maxima(cycle_max, 2 * options.target_cycles_per_false_stop);
     const ExtremeFit cusum_fit = fit_cycle_maxima(cycle_cusum, 2 * options.target_cycles_per_false_stop);
-    s.margin = std::max({ratio_fit.gumbel_quantile, ratio_fit.tail_quantile, ratio_fit.largest, 1.0});
-    s.cusum_limit = options.cusum_reference > 0
-                        ? std::max({cusum_fit.gumbel_quantile, cusum_fit.tail_quantile, cusum_fit.largest, 1e-9})
-                        : 0.0;
+    s.margin = ratio_fit.limit(1.0);
+    s.cusum_limit = options.cusum_reference > 0 ? cusum_fit.limit(1e-9) : 0.0;
 
     s.rule1.resize(joints);
     std::size_t updates = 0;
@@ -238,31 +253,14 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.derivation = {{"method", "per reference sample: largest nominal |deviation| within +- neighbourhood, times margin"},
                     {"cycles", cycles},
                     {"split", "even cycles judge odd cycles and back"},
-                    {"cycle_max_mean", ratio_fit.mean},
-                    {"cycle_max_sd", ratio_fit.sd},
-                    {"cycle_max_largest", ratio_fit.largest},
-                    {"gumbel_mu", ratio_fit.gumbel_mu},
-                    {"gumbel_beta", ratio_fit.gumbel_beta},
-                    {"gumbel_scale_factor", ratio_fit.gumbel_scale_factor},
                     {"target_cycles_per_false_stop", options.target_cycles_per_false_stop},
-                    {"gumbel_quantile", ratio_fit.gumbel_quantile},
-                    {"tail_exceedances", ratio_fit.tail_exceedances},
-                    {"tail_threshold", ratio_fit.tail_threshold},
-                    {"tail_scale", ratio_fit.tail_scale},
-                    {"tail_scale_factor", ratio_fit.tail_scale_factor},
-                    {"tail_quantile", ratio_fit.tail_quantile},
                     {"cusum_reference", s.cusum_reference},
-                    {"cusum_cycle_max_mean", cusum_fit.mean},
-                    {"cusum_cycle_max_sd", cusum_fit.sd},
-                    {"cusum_cycle_max_largest", cusum_fit.largest},
-                    {"cusum_gumbel_quantile", cusum_fit.gumbel_quantile},
-                    {"cusum_tail_threshold", cusum_fit.tail_threshold},
-                    {"cusum_tail_scale", cusum_fit.tail_scale},
-                    {"cusum_tail_quantile", cusum_fit.tail_quantile},
                     {"cycle_maxima", cycle_max},
                     {"cusum_cycle_maxima", cycle_cusum},
                     {"drift_cycles", options.drift_cycles},
                     {"samples_per_cycle", per_cycle}};
+    put_fit(s.derivation, "", ratio_fit);
+    put_fit(s.derivation, "cusum_", cusum_fit);
     return s;
 }
 

@@ -16,6 +16,7 @@
 // does an exponential tail fitted to the largest of them (peaks over threshold); the larger wins.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -85,6 +86,8 @@ struct ExtremeFit {
     // one), their excesses fitted by an exponential of mean `tail_scale` (times `tail_scale_factor`).
     double tail_threshold = 0, tail_scale = 0, tail_scale_factor = 1, tail_quantile = 0;
     std::size_t tail_exceedances = 0;
+    // The limit: the larger quantile, never below the largest maximum seen nor below `floor`.
+    double limit(double floor) const { return std::max({gumbel_quantile, tail_quantile, largest, floor}); }
 };
 // Throws std::invalid_argument for fewer than 2 maxima or cycles_per_exceedance <= 1.
 ExtremeFit fit_cycle_maxima(const std::vector<double>& maxima, double cycles_per_exceedance);
