@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include <Eigen/Eigenvalues>
 #include <fmt/format.h>
@@ -176,18 +177,15 @@ namespace {
 // A fit's numbers in a profile's derivation, under `prefix` ("" for the margin's, "cusum_" for
 // the CUSUM limit's).
 void put_fit(nlohmann::json& d, const std::string& prefix, const ExtremeFit& f) {
-    d[prefix + "cycle_max_mean"] = f.mean;
-    d[prefix + "cycle_max_sd"] = f.sd;
-    d[prefix + "cycle_max_largest"] = f.largest;
-    d[prefix + "gumbel_mu"] = f.gumbel_mu;
-    d[prefix + "gumbel_beta"] = f.gumbel_beta;
-    d[prefix + "gumbel_scale_factor"] = f.gumbel_scale_factor;
-    d[prefix + "gumbel_quantile"] = f.gumbel_quantile;
-    d[prefix + "tail_exceedances"] = f.tail_exceedances;
-    d[prefix + "tail_threshold"] = f.tail_threshold;
-    d[prefix + "tail_scale"] = f.tail_scale;
-    d[prefix + "tail_scale_factor"] = f.tail_scale_factor;
-    d[prefix + "tail_quantile"] = f.tail_quantile;
+    const std::pair<const char*, double> values[] = {
+        {"cycle_max_mean", f.mean},           {"cycle_max_sd", f.sd},
+        {"cycle_max_largest", f.largest},     {"gumbel_mu", f.gumbel_mu},
+        {"gumbel_beta", f.gumbel_beta},       {"gumbel_scale_factor", f.gumbel_scale_factor},
+        {"gumbel_quantile", f.gumbel_quantile}, {"tail_threshold", f.tail_threshold},
+        {"tail_scale", f.tail_scale},         {"tail_scale_factor", f.tail_scale_factor},
+        {"tail_quantile", f.tail_quantile}};
+    for (const auto& [key, value] : values) d[prefix + key] = value;
+    d[prefix + "tail_exceedances"] = f.tail_exceedances;  // a count: stays an integer in the file
 }
 
 PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const CalibrationOptions& options,
