@@ -131,3 +131,58 @@ TEST_CASE("friction drift is learned from clean samples and hardly ever stops th
         CHECK(coulomb > 0.01);
     }
 }
+
+TEST_CASE("a stream that starts in the standstill ending a cycle follows the next cycle's move from its start",
+          "[phase-aware]") {
+    // The planar task ends each cycle at rest (the retreat's dwell) and begins the next one with a
+    // move, as the reference does. A stream that joins during that dwell puts the shared partner in
+    // the reference's last standstill; when the move begins, the torque changes a few samples before
+    // the joints leave rest, and the partner must go to the reference's first move with it.
+    const Profile& p = test::phase_profile();
+    RunOptions opt;
+    opt.cycles = 4;
+    opt.seed = 93;  // not a calibration seed
+    const Recording full = simulate(default_arm(), default_task(), opt);
+    const auto cycles = full.complete_cycles();
+    REQUIRE(cycles.size() >= 2);
+    const std::size_t boundary = cycles[1].begin;  // the first sample of a cycle's move
+    Recording rec = full.slice(boundary - 15, full.size());
+    // The angles lag the torque at a move's start (the acceleration's torque is there at once; an
+    // encoder shows the motion a few samples later): the first 3 samples of the move keep the
+    // rest pose's angles.
+    for (std::size_t j = 0; j < rec.joints(); ++j) {
+        for (std::size_t i = 15; i < 18; ++i) rec.q[j][i] = rec.q[j][14];
+    }
+    // Where the reference's cycles begin (it holds several).
+    const Recording& reference = test::reference_recording();
+    const std::size_t n_ref = p.reference.size();
+    std::vector<std::size_t> starts;
+    for (const auto& c : reference.cycles()) {
+        if (c.begin >= p.reference.first_sample && c.begin < p.reference.first_sample + n_ref) starts.push_back(c.begin - p.reference.first_sample);
+    }
+    REQUIRE(starts.size() >= 2);
+    const auto at_a_start = [&](std::size_t partner) {
+        return std::any_of(starts.begin(), starts.end(), [&](std::size_t s) { return partner >= s && partner < s + 10; });
+    };
+    Detector d(p);
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    std::size_t before = 0;
+    double largest_ratio = 0;
+    for (std::size_t i = 0; i <= 15 + 4; ++i) {
+        const Decision decision = d.update(rec.sample(i, tau, q));
+        CHECK_FALSE(decision.stop());
+        const std::size_t partner = d.evaluations()[0].shared.partner;
+        if (i == 14) before = partner;
+        // (The stream's very first sample is matched with nothing before it; from the second on.)
+        if (i >= 1) {
+            for (const auto& ev : d.evaluations()) largest_ratio = std::max(largest_ratio, ev.ratio);
+        }
+        if (i >= 16) {
+            INFO("sample " << i - 15 << " of the move: partner " << partner << " of " << n_ref);
+            CHECK(at_a_start(partner));  // a cycle's first move in the reference, not its last standstill
+        }
+    }
+    INFO("partner in the dwell before the move: " << before);
+    CHECK(before > n_ref - 60);  // the stream joined in the reference's last standstill
+    CHECK(largest_ratio < 1.0);
+}
