@@ -77,6 +77,7 @@ Counted count(const Recording& rec, const std::vector<Decision>& decisions, std:
                 c.detected = true;
                 c.detection_index = s;
                 c.delay = rec.t[s] - c.onset_t;
+                c.force_at_detection = gt->contact[s] ? gt->contact_force[s] : 0.0;
                 break;
             }
         }
@@ -221,6 +222,7 @@ nlohmann::json to_json(const RunEvaluation& run) {
             if (c.detected) {
                 item["delay"] = c.delay;
                 item["detection_index"] = c.detection_index;
+                item["force_at_detection"] = c.force_at_detection;
             }
             collisions.push_back(item);
         }

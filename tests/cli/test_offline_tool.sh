@@ -3,6 +3,7 @@
 # and the error paths (one-line message, non-zero exit). Usage: test_offline_tool.sh WARPGUARD PLANAR_ARM WORKDIR
 set -u
 wg=$1; arm=$2; work=$3
+tools=$(cd "$(dirname "$0")/../../tools" && pwd)
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 2
 failures=0; checks=0
 check() {  # check "description" command...
@@ -35,6 +36,9 @@ check "evaluate lists stop events with t, index, joint, rule, value and threshol
 check "every stop event has a start time" grep -q '"t": ' result.json
 detected=$(sed -n 's/.*"detected": \([0-9]*\),$/\1/p' result.json | tail -1)
 check "all 5 collisions of 150-300 N are detected (got $detected)" test "$detected" = 5
+check "each detection records the contact force at the STOP" grep -q '"force_at_detection": ' result.json
+python3 "$tools/collision_delays.py" result.json > delays.txt 2>&1
+check "collision_delays.py summarises the run: 5 of 5 detected" grep -q '^all: 5/5 detected, >= 50 N 5/5; delay median' delays.txt
 
 "$wg" match --profile profile.json --run col.csv --index 500 --joint 2 --json > match.json 2>&1
 check "match exits 0" test $? -eq 0

@@ -65,6 +65,7 @@ TEST_CASE("stop events, detections, delays and false stops follow the documented
     CHECK(s.collisions[0].detection_index == 6);
     CHECK(s.collisions[0].delay == Approx(0.02));
     CHECK(s.collisions[0].peak_force == 45.0);
+    CHECK(s.collisions[0].force_at_detection == 0.0);  // the contact had ended at sample 6
     CHECK(s.collisions[0].link == 2);
     // Collision 2: contact 10-12, nothing until 14: missed.
     CHECK_FALSE(s.collisions[1].detected);
@@ -75,6 +76,20 @@ TEST_CASE("stop events, detections, delays and false stops follow the documented
     CHECK(*s.delay_median == Approx(0.02));
     // Complete cycles: 1 (2-6, contact), 2 (7-11, contact), 3 (12-16, contact at 12): no clean one.
     CHECK(run.clean_cycles == 0);
+}
+
+TEST_CASE("a STOP during the contact records the force the contact had reached", "[evaluation]") {
+    // Contact 3-7 with force 40 + index (a push rising 43, 44, ... N); the first STOP at 5.
+    const Recording rec = tiny({0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 1, 1, 1, 1, 0, 0});
+    const RunEvaluation run = evaluate_decisions("push.csv", rec, verdicts(".....SS..."), 2);
+    REQUIRE(run.truth.has_value());
+    REQUIRE(run.truth->collisions.size() == 1);
+    const auto& c = run.truth->collisions[0];
+    CHECK(c.detected);
+    CHECK(c.detection_index == 5);
+    CHECK(c.force_at_detection == 45.0);
+    CHECK(c.peak_force == 47.0);
+    CHECK(c.delay == Approx(0.02));
 }
 
 TEST_CASE("clean cycles are counted and flagged when any STOP falls inside", "[evaluation]") {

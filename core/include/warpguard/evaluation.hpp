@@ -40,6 +40,9 @@ struct CollisionOutcome {
     bool detected = false;
     std::size_t detection_index = 0;
     double delay = 0.0;         // s
+    // Contact force at the detecting sample, N (0 when the STOP came after the contact had ended):
+    // for a push that ramps up, how far the force had risen when WarpGuard stopped the robot.
+    double force_at_detection = 0.0;
 };
 
 struct GroundTruthSummary {
