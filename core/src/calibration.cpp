@@ -16,6 +16,27 @@
 
 namespace warpguard {
 
+std::vector<std::uint8_t> calibration_halves(std::size_t cycles) {
+    constexpr std::uint32_t kLongestPeriod = 8;
+    // count[p][r][h]: cycles c = r mod p in half h so far (p = 1: all cycles).
+    std::vector<std::vector<std::array<long, 2>>> count(kLongestPeriod + 1);
+    for (std::uint32_t p = 1; p <= kLongestPeriod; ++p) count[p].assign(p, {0, 0});
+    std::vector<std::uint8_t> half(cycles);
+    for (std::size_t c = 0; c < cycles; ++c) {
+        long score[2] = {0, 0};  // growth of the sum of squared imbalances if c went to that half
+        for (int h = 0; h < 2; ++h) {
+            for (std::uint32_t p = 1; p <= kLongestPeriod; ++p) {
+                const auto& k = count[p][c % p];
+                const long before = k[0] - k[1], after = before + (h == 0 ? 1 : -1);
+                score[h] += after * after - before * before;
+            }
+        }
+        half[c] = score[1] < score[0] ? 1 : 0;
+        for (std::uint32_t p = 1; p <= kLongestPeriod; ++p) ++count[p][c % p][half[c]];
+    }
+    return half;
+}
+
 Reference cut_reference(const Recording& rec, const std::string& source, std::size_t cycles) {
     if (cycles < 1) throw std::invalid_argument("the reference needs at least 1 cycle, got 0");
     const auto complete = rec.complete_cycles();
@@ -42,6 +63,162 @@ Reference cut_reference(const Recording& rec, const std::string& source, std::si
         ref.payload.assign(rec.payload.begin() + static_cast<std::ptrdiff_t>(begin), rec.payload.begin() + static_cast<std::ptrdiff_t>(end));
     }
     return ref;
+}
+
+namespace {
+
+// Poses along samples [begin, end) of a recording's joint path: the first, then each one at least
+// `spacing` (rad, largest joint) from the last one kept, and the last. Joint-major: joints x count.
+struct PathPoints {
+    std::size_t joints = 0;
+    std::vector<double> q;  // point p, joint j at q[p * joints + j]
+    std::size_t size() const { return joints ? q.size() / joints : 0; }
+};
+
+PathPoints path_points(const Recording& rec, std::size_t begin, std::size_t end, double spacing) {
+    PathPoints out;
+    out.joints = rec.joints();
+    std::size_t last = begin;
+    const auto keep = [&](std::size_t i) {
+        for (std::size_t j = 0; j < out.joints; ++j) out.q.push_back(rec.q[j][i]);
+        last = i;
+    };
+    if (begin >= end) return out;
+    keep(begin);
+    for (std::size_t i = begin + 1; i < end; ++i) {
+        double d = 0;
+        for (std::size_t j = 0; j < out.joints; ++j) d = std::max(d, std::abs(rec.q[j][i] - rec.q[j][last]));
+        if (d >= spacing || i + 1 == end) keep(i);
+    }
+    return out;
+}
+
+// Distance (largest joint) from pose `x` to the nearest point of `path`, and that point's worst joint.
+std::pair<double, std::size_t> nearest(const double* x, const PathPoints& path) {
+    double best = std::numeric_limits<double>::infinity();
+    std::size_t best_joint = 0;
+    for (std::size_t p = 0; p < path.size(); ++p) {
+        const double* y = &path.q[p * path.joints];
+        double d = 0;
+        std::size_t joint = 0;
+        for (std::size_t j = 0; j < path.joints && d < best; ++j) {
+            const double e = std::abs(x[j] - y[j]);
+            if (e > d) d = e, joint = j;
+        }
+        if (d < best) best = d, best_joint = joint;
+    }
+    return {best, best_joint};
+}
+
+}  // namespace
+
+nlohmann::json ReferenceCoverage::to_json() const {
+    return {{"reference_cycles", reference_cycles}, {"automatic", automatic}, {"available_cycles", available_cycles},
+            {"tolerance_rad", tolerance},           {"cycles", cycles},       {"uncovered", uncovered},
+            {"worst_distance_rad", worst_distance},  {"worst_joint", worst_joint}, {"worst_cycle", worst_cycle},
+            {"note", note}};
+}
+
+ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::span<const NamedRecording> nominal,
+                                          std::size_t given, bool same_recording, std::size_t min_nominal_cycles,
+                                          double tolerance) {
+    if (!(tolerance > 0)) throw std::invalid_argument(fmt::format("coverage tolerance must be > 0 rad, got {}", tolerance));
+    const Recording& ref = *reference.recording;
+    const auto ref_cycles = ref.complete_cycles();
+    ReferenceCoverage out;
+    out.tolerance = tolerance;
+    out.available_cycles = ref_cycles.size();
+    // The candidates: `given`, or kMinReferenceCycles up to all (the daemon's single recording keeps
+    // min_nominal_cycles of its cycles for the thresholds when it can).
+    std::size_t lo = given, hi = given;
+    if (given == 0) {
+        out.automatic = true;
+        lo = kMinReferenceCycles;
+        hi = ref_cycles.size();
+        if (same_recording) hi = ref_cycles.size() > min_nominal_cycles ? ref_cycles.size() - min_nominal_cycles : 0;
+        hi = std::max(hi, std::min<std::size_t>(lo, ref_cycles.size()));
+    }
+    if (ref_cycles.size() < lo || (same_recording && ref_cycles.size() < lo + 1)) {
+        throw std::invalid_argument(fmt::format(
+            "{}: the reference needs {} complete cycles (each bounded by cycle-counter changes){}, found {}; record more cycles",
+            reference.name, lo, same_recording ? " and at least 1 more for the thresholds" : "", ref_cycles.size()));
+    }
+    const double spacing = tolerance / 4;
+    std::vector<PathPoints> ref_paths;
+    for (std::size_t c = 0; c < hi; ++c) ref_paths.push_back(path_points(ref, ref_cycles[c].begin, ref_cycles[c].end, spacing));
+    // Per nominal cycle and point: the distance to each candidate reference cycle's path.
+    struct NominalCycle {
+        std::string name;
+        std::size_t index_in_reference;  // its place among the reference recording's cycles (same_recording), else npos
+        PathPoints points;
+        std::vector<double> distance;       // point x reference cycle
+        std::vector<std::size_t> joint;
+    };
+    std::vector<NominalCycle> cycles;
+    const auto add = [&](const Recording& rec, const std::string& name, const CycleSpan& span, std::size_t index) {
+        NominalCycle c{fmt::format("{}, cycle {}", name, span.counter), index, path_points(rec, span.begin, span.end, spacing), {}, {}};
+        for (std::size_t p = 0; p < c.points.size(); ++p) {
+            for (const auto& path : ref_paths) {
+                const auto [d, j] = nearest(&c.points.q[p * c.points.joints], path);
+                c.distance.push_back(d);
+                c.joint.push_back(j);
+            }
+        }
+        cycles.push_back(std::move(c));
+    };
+    if (same_recording) {
+        for (std::size_t k = lo; k < ref_cycles.size(); ++k) add(ref, reference.name, ref_cycles[k], k);
+    } else {
+        for (const auto& nom : nominal) {
+            for (const auto& span : nom.recording->complete_cycles()) add(*nom.recording, nom.name, span, std::string::npos);
+        }
+    }
+    // Coverage with the first k reference cycles.
+    const auto judge = [&](std::size_t k) {
+        ReferenceCoverage r = out;
+        r.reference_cycles = k;
+        for (const auto& c : cycles) {
+            if (same_recording && c.index_in_reference < k) continue;  // part of the reference
+            ++r.cycles;
+            double worst = 0;
+            std::size_t worst_joint = 0;
+            for (std::size_t p = 0; p < c.points.size(); ++p) {
+                double d = std::numeric_limits<double>::infinity();
+                std::size_t joint = 0;
+                for (std::size_t q = 0; q < k; ++q) {
+                    const std::size_t at = p * ref_paths.size() + q;
+                    if (c.distance[at] < d) d = c.distance[at], joint = c.joint[at];
+                }
+                if (d > worst) worst = d, worst_joint = joint;
+            }
+            if (worst > tolerance) ++r.uncovered;
+            if (worst > r.worst_distance) {
+                r.worst_distance = worst;
+                r.worst_joint = worst_joint + 1;
+                r.worst_cycle = c.name;
+            }
+        }
+        return r;
+    };
+    ReferenceCoverage best = judge(lo);
+    for (std::size_t k = lo + 1; k <= hi && best.uncovered > 0; ++k) {
+        ReferenceCoverage r = judge(k);
+        if (r.uncovered < best.uncovered) best = r;
+    }
+    if (best.uncovered == 0) {
+        best.note = fmt::format("the reference's {} cycles cover all {} nominal cycles (every pose within {} rad){}", best.reference_cycles,
+                                best.cycles, tolerance, best.automatic ? " — the fewest that do" : "");
+    } else {
+        best.note = fmt::format(
+            "{} of {} nominal cycles go where the reference's {} cycles never do (farthest: {}, joint {} {:.3f} rad away; tolerance {} rad): "
+            "the task has variants the reference lacks, and those cycles' deviations widen every threshold. {}",
+            best.uncovered, best.cycles, best.reference_cycles, best.worst_cycle, best.worst_joint, best.worst_distance, tolerance,
+            best.automatic && best.reference_cycles == ref_cycles.size()
+                ? "Record a reference with every variant of the task, or use KA-mDTW for a task that varies."
+                : best.automatic ? "More reference cycles covered no more of them; record a reference with every variant, or use KA-mDTW."
+                                 : "Give more reference cycles (or leave the number to calibration), or use KA-mDTW for a task that varies.");
+    }
+    return best;
 }
 
 namespace {
@@ -88,12 +265,14 @@ struct PhaseObservation {
 };
 constexpr std::uint32_t kNoCycle = std::numeric_limits<std::uint32_t>::max();
 
+
 // Per reference sample: the largest |deviation| of the selected cycles within +- w samples.
+// With `half` >= 0 only cycles of that half (`halves`) count.
 std::vector<double> pooled_maximum(const std::vector<PhaseObservation>& obs, const std::vector<std::uint32_t>& cycle_of,
-                                   std::size_t n, std::size_t w, int parity, double floor) {
+                                   const std::vector<std::uint8_t>& halves, std::size_t n, std::size_t w, int half, double floor) {
     std::vector<double> local(n, -1.0);  // -1: never matched
     for (std::size_t s = 0; s < obs.size(); ++s) {
-        if (cycle_of[s] == kNoCycle || (parity >= 0 && static_cast<int>(cycle_of[s] % 2) != parity)) continue;
+        if (cycle_of[s] == kNoCycle || (half >= 0 && halves[cycle_of[s]] != half)) continue;
         local[obs[s].partner] = std::max(local[obs[s].partner], static_cast<double>(std::abs(obs[s].deviation)));
     }
     // Sliding maximum over +- w (monotone deque).
@@ -202,20 +381,21 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.neighbourhood = options.neighbourhood ? options.neighbourhood : profile.window;
     s.persistence = options.persistence;
 
-    // Split halves: even cycles judge odd ones and back. Per cycle, over all joints: the largest
+    // Split halves (calibration_halves): each half's thresholds judge the other half's cycles. Per cycle, over all joints: the largest
     // ratio held for `persistence` samples in a row, and the largest CUSUM of the ratio.
     s.cusum_reference = options.cusum_reference;
     std::vector<double> cycle_max(cycles, 0.0), cycle_cusum(cycles, 0.0);
-    for (int parity = 0; parity < 2; ++parity) {
+    const std::vector<std::uint8_t> halves = calibration_halves(cycles);
+    for (int half = 0; half < 2; ++half) {
         for (std::size_t j = 0; j < joints; ++j) {
-            const auto th = pooled_maximum(observed[j], cycle_of, n, s.neighbourhood, parity, floors[j]);
+            const auto th = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, half, floors[j]);
             std::vector<double> recent(s.persistence, 0.0);
             std::size_t filled = 0;
             double cusum = 0;
             std::uint32_t current = kNoCycle;
             for (std::size_t k = 0; k < observed[j].size(); ++k) {
                 const std::uint32_t c = cycle_of[k];
-                if (c == kNoCycle || static_cast<int>(c % 2) == parity) {
+                if (c == kNoCycle || halves[c] == half) {
                     filled = 0;
                     cusum = 0;
                     continue;
@@ -241,7 +421,7 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.rule1.resize(joints);
     std::size_t updates = 0;
     for (std::size_t j = 0; j < joints; ++j) {
-        s.rule1[j] = pooled_maximum(observed[j], cycle_of, n, s.neighbourhood, -1, floors[j]);
+        s.rule1[j] = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, -1, floors[j]);
         for (double& v : s.rule1[j]) v *= s.margin;
     }
     for (auto c : cycle_of) updates += c != kNoCycle;
@@ -250,7 +430,7 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.drift_rate = options.drift_cycles > 0 ? std::min(0.5, 1.0 / (options.drift_cycles * std::max(per_cycle, 1.0))) : 0.0;
     s.derivation = {{"method", "per reference sample: largest nominal |deviation| within +- neighbourhood, times margin"},
                     {"cycles", cycles},
-                    {"split", "even cycles judge odd cycles and back"},
+                    {"split", "halves kept even over every class of cycles c mod 2..8 (calibration_halves); each half judges the other"},
                     {"target_cycles_per_false_stop", options.target_cycles_per_false_stop},
                     {"cusum_reference", s.cusum_reference},
                     {"cycle_maxima", cycle_max},
@@ -479,7 +659,19 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     profile.window = options.window;
     profile.method = options.method;
     profile.kinematics = options.kinematics;
-    profile.reference = cut_reference(ref_rec, reference.name, options.reference_cycles);
+    // The reference cycles, and whether they cover the nominal cycles' joint paths. KA-mDTW is for
+    // tasks that vary: it matches other variants by their lever lengths (thesis §4.4-4.5), so its
+    // automatic reference is the minimum and cycles elsewhere are expected, not a fault.
+    const bool ka = options.method == MatchingMethod::KaMdtw;
+    ReferenceCoverage coverage =
+        choose_reference_cycles(reference, nominal, options.reference_cycles == 0 && ka ? kMinReferenceCycles : options.reference_cycles);
+    if (ka && coverage.uncovered > 0) {
+        coverage.automatic = options.reference_cycles == 0;
+        coverage.note = fmt::format("KA-mDTW: {} of {} nominal cycles go where the reference's {} cycles never do (farthest {:.3f} rad, joint {}) — "
+                                    "expected for a task that varies; KA-mDTW matches them by their lever lengths",
+                                    coverage.uncovered, coverage.cycles, coverage.reference_cycles, coverage.worst_distance, coverage.worst_joint);
+    }
+    profile.reference = cut_reference(ref_rec, reference.name, coverage.reference_cycles);
     if (options.method == MatchingMethod::KaMdtw && !options.kinematics) {
         throw std::invalid_argument("KA-mDTW needs a kinematic model and a force direction");
     }
@@ -656,7 +848,8 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     }
     profile.calibration = {{"nominal", files},
                            {"windows", windows},
-                           {"reference_cycles", options.reference_cycles},
+                           {"reference_cycles", coverage.reference_cycles},
+                           {"reference_coverage", coverage.to_json()},
                            {"window", options.window},
                            {"k_sigma", options.k_sigma},
                            {"round_up", options.round_up},

@@ -341,8 +341,9 @@ class RecordPage : public Step {
 public:
     explicit RecordPage(SetupWizard* w)
         : Step(w, tr("6. Record the reference"),
-               tr("Let the robot run its normal task. The first cycles become the reference, the rest teach the thresholds: "
-                  "record at least 13 complete cycles.")) {
+               tr("Let the robot run its normal task. The first cycles become the reference — one of every place or pose the "
+                  "task goes to in turn — the rest teach the thresholds: record at least 13 complete cycles, and 10 more than "
+                  "the task has variants.")) {
         auto* row = new QHBoxLayout();
         start_ = new QPushButton(tr("&Start recording"), this);
         start_->setObjectName("recordStart");
@@ -376,7 +377,7 @@ public:
                 stop_->setEnabled(false);
                 start_->setEnabled(true);
                 const int cycles = a.value("cycles").toInt();
-                if (cycles < 13) return say(tr("Recording %1 has %2 complete cycles; calibration needs 3 for the reference and 10 more. "
+                if (cycles < 13) return say(tr("Recording %1 has %2 complete cycles; calibration needs the reference's (3 or more) and 10 more. "
                                                "Record again, longer.").arg(a.value("id").toInteger()).arg(cycles), true);
                 say(tr("Recording %1 kept: %2 samples, %3 complete cycles.").arg(a.value("id").toInteger()).arg(a.value("samples").toInteger()).arg(cycles));
                 setDone(true);
@@ -431,8 +432,11 @@ public:
         auto* form = new QFormLayout();
         refs_ = new QSpinBox(this);
         refs_->setObjectName("referenceCycles");
-        refs_->setRange(1, 20);
-        refs_->setValue(3);
+        // 0 = automatic: the daemon takes the fewest cycles from 2 whose path covers the later ones'
+        // (every place or pose the task goes to).
+        refs_->setRange(0, 20);
+        refs_->setSpecialValueText(tr("automatic (every variant of the task)"));
+        refs_->setValue(0);
         sensitivity_ = new QSlider(Qt::Horizontal, this);
         sensitivity_->setObjectName("sensitivity");
         sensitivity_->setRange(0, 4);
@@ -464,8 +468,9 @@ public:
         connect(sensitivity_, &QSlider::valueChanged, this, show_rate);
         connect(go, &QPushButton::clicked, this, [this] {
             say(tr("Calibrating on the latest recording …"));
-            link()->request({{"cmd", "calibrate"}, {"robot", robot()}, {"reference_cycles", refs_->value()}, {"target_cycles", target()},
-                             {"activate", true}},
+            QJsonObject request{{"cmd", "calibrate"}, {"robot", robot()}, {"target_cycles", target()}, {"activate", true}};
+            if (refs_->value() > 0) request["reference_cycles"] = refs_->value();
+            link()->request(request,
                             [this](const QJsonObject& a, const QString& error) {
                                 if (!error.isEmpty()) return say(error, true);
                                 show(a.value("summary").toObject());
@@ -503,6 +508,13 @@ public:
                                  .arg(d.value("cycle_max_largest").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("cusum_limit").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("persistence").toInt()));
+        // The reference: how many cycles, and whether it has every variant of the task.
+        const QJsonObject coverage = s.value("reference_coverage").toObject();
+        if (!coverage.isEmpty()) {
+            const bool gaps = coverage.value("uncovered").toInt() > 0;
+            derivation_->setText(derivation_->text() + (gaps ? tr(" <b>Warning:</b> ") : tr(" Reference: ")) +
+                                 coverage.value("note").toString().toHtmlEscaped() + ".");
+        }
         // Which fit set the limits: where the tail of the few largest maxima did, its 95 % bound
         // widens them, and only more nominal cycles narrow them.
         const auto from_tail = [&d](const char* prefix, const char* largest) {

@@ -72,7 +72,9 @@ json feed_point(const FeedPoint& p) {
 }
 
 // Calibration from a committed recording: the first `reference_cycles` complete cycles become the
-// reference, every later sample is the nominal data the thresholds are learnt from.
+// reference (0 or absent: the fewest from 2 whose joint path covers the later cycles', keeping 10
+// for the default detector's thresholds when the recording has them), every later sample is the
+// nominal data the thresholds are learnt from.
 json calibrate_command(DaemonContext& c, const json& request) {
     auto session = robot(c, request);
     CalibrationOptions options;
@@ -135,15 +137,25 @@ json calibrate_command(DaemonContext& c, const json& request) {
     const std::string path = meta->at("path").get<std::string>();
     const Recording rec = read_recording(path);
     const auto cycles = rec.complete_cycles();
-    if (cycles.size() < options.reference_cycles + 1) {
+    const std::size_t wanted = std::max<std::size_t>(options.reference_cycles, kMinReferenceCycles);
+    if (cycles.size() < wanted + 1) {
         throw CommandError(fmt::format("recording {} has {} complete cycles; calibration needs {} for the reference and at least 1 more "
                                        "(better 10 or more) for the thresholds",
-                                       recording_id, cycles.size(), options.reference_cycles));
+                                       recording_id, cycles.size(), wanted));
     }
+    // KA-mDTW matches other variants of a task by their lever lengths: its automatic reference is the minimum.
+    const bool ka = options.method == MatchingMethod::KaMdtw;
+    const ReferenceCoverage coverage = choose_reference_cycles(NamedRecording{path, &rec}, {}, options.reference_cycles == 0 && ka ? kMinReferenceCycles
+                                                                                                                             : options.reference_cycles,
+                                                         true, options.detector == DetectorKind::PhaseAware ? 10 : 1);
+    options.reference_cycles = coverage.reference_cycles;
     const Recording nominal = rec.slice(cycles[options.reference_cycles].begin, rec.size());
     const NamedRecording nominal_named{path + " (after the reference cycles)", &nominal};
     Profile profile = calibrate(NamedRecording{path, &rec}, std::span<const NamedRecording>(&nominal_named, 1), options);
     profile.robot = session->id();
+    // calibrate() judged the reference against the nominal part alone; the choice above says how it
+    // was made (KA-mDTW keeps calibrate()'s note: cycles elsewhere are expected there).
+    if (!ka) profile.calibration["reference_coverage"] = coverage.to_json();
     json thresholds = json::array();
     for (std::size_t j = 0; j < profile.thresholds.size(); ++j) {
         const auto& t = profile.thresholds[j];
@@ -160,6 +172,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     json summary = {{"recording", recording_id},
                           {"window", profile.window},
                           {"reference_cycles", options.reference_cycles},
+                          {"reference_coverage", profile.calibration.at("reference_coverage")},
                           {"reference_samples", profile.reference.size()},
                           {"nominal_cycles", cycles.size() - options.reference_cycles},
                           {"unit", to_string(profile.unit)},

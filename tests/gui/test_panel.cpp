@@ -199,7 +199,7 @@ private slots:
         shot(w, "wizard-5-model");
         w->next();
 
-        // 6. Record: 25 complete cycles (3 reference + 22 for the thresholds; the wizard asks for >= 13).
+        // 6. Record: 25 complete cycles (the reference's cycles + the rest for the thresholds; the wizard asks for >= 13).
         QTest::mouseClick(w->findChild<QPushButton*>("recordStart"), Qt::LeftButton);
         auto* counter = w->findChild<QLabel*>("cycleCounter");
         QTRY_VERIFY_WITH_TIMEOUT(counter->text().section(' ', 0, 0).toInt() >= 25, 120000);
@@ -219,6 +219,9 @@ private slots:
         QVERIFY2(complete(w, 60000), qPrintable(message(w)));
         QCOMPARE(w->findChild<QTableWidget*>("thresholdTable")->rowCount(), 6);
         QVERIFY(w->findChild<QLabel*>("derivation")->text().contains("margin"));
+        // The reference cycles were left to calibration: it says how many cover every place of the task.
+        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("the fewest that do"),
+                 qPrintable(w->findChild<QLabel*>("derivation")->text()));
         shot(w, "wizard-7-calibrate");
         w->next();
 

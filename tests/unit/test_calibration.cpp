@@ -224,3 +224,109 @@ TEST_CASE("the extreme-value fit refuses too few maxima and an impossible target
     CHECK(f.tail_threshold == 0.5);
     CHECK(f.tail_quantile > f.largest);
 }
+
+namespace {
+
+// The planar arm's pick-and-place placing at `places` places in turn (cycle c at place c % places).
+planar_arm::TaskOptions placing_at(std::size_t places) {
+    planar_arm::TaskOptions task = planar_arm::default_task();
+    task.varying_index = 4;  // the place waypoint
+    for (std::size_t k = 0; k < places; ++k) {
+        std::vector<double> q = task.waypoints[4].q;
+        q[0] -= 0.25 * static_cast<double>(k);  // each place 0.25 rad lower at the shoulder
+        q[1] += 0.15 * static_cast<double>(k);
+        task.variants.push_back(q);
+    }
+    return task;
+}
+
+Recording run_of(const planar_arm::TaskOptions& task, std::size_t cycles, std::uint64_t seed) {
+    planar_arm::RunOptions opt;
+    opt.cycles = cycles;
+    opt.seed = seed;
+    return planar_arm::simulate(planar_arm::default_arm(), task, opt);
+}
+
+}  // namespace
+
+TEST_CASE("automatic reference cycles: the fewest that cover every variant of the task", "[calibration][coverage]") {
+    const auto task = placing_at(4);
+    const Recording ref = run_of(task, 6, 41), nominal = run_of(task, 12, 42);
+    const NamedRecording named[] = {{"nominal.csv", &nominal}};
+
+    const ReferenceCoverage automatic = choose_reference_cycles({"ref.csv", &ref}, named, 0);
+    CHECK(automatic.automatic);
+    CHECK(automatic.available_cycles == 6);
+    CHECK(automatic.reference_cycles == 4);  // cycles 0-3: the four places
+    CHECK(automatic.cycles == 12);
+    CHECK(automatic.uncovered == 0);
+    CHECK(automatic.worst_distance <= automatic.tolerance);
+    CHECK_THAT(automatic.note, Catch::Contains("cover all 12 nominal cycles") && Catch::Contains("the fewest that do"));
+
+    // Two given cycles hold places 0 and 1 only: the nominal cycles at places 2 and 3 are not covered.
+    const ReferenceCoverage two = choose_reference_cycles({"ref.csv", &ref}, named, 2);
+    CHECK_FALSE(two.automatic);
+    CHECK(two.reference_cycles == 2);
+    CHECK(two.uncovered == 6);
+    // Place 3 is 0.5 rad from place 1 at the shoulder; the reference's path passes nearer on other ways.
+    CHECK(two.worst_distance > 4 * two.tolerance);
+    CHECK(two.worst_distance <= 0.5 + 1e-9);
+    CHECK((two.worst_joint >= 1 && two.worst_joint <= 3));
+    CHECK_THAT(two.worst_cycle, Catch::Contains("nominal.csv, cycle"));
+    CHECK_THAT(two.note, Catch::Contains("6 of 12 nominal cycles") && Catch::Contains("variants the reference lacks"));
+
+    // A reference recording with fewer cycles than places cannot cover them: all of it, and why.
+    const Recording short_ref = run_of(task, 3, 43);
+    const ReferenceCoverage best = choose_reference_cycles({"short.csv", &short_ref}, named, 0);
+    CHECK(best.reference_cycles == 3);
+    CHECK(best.uncovered == 3);
+    CHECK_THAT(best.note, Catch::Contains("Record a reference with every variant"));
+
+    // The daemon's single recording: the first cycles become the reference, the rest stay nominal.
+    const Recording one = run_of(task, 16, 44);
+    const ReferenceCoverage same = choose_reference_cycles({"one.csv", &one}, {}, 0, true, 10);
+    CHECK(same.reference_cycles == 4);
+    CHECK(same.cycles == 12);
+    CHECK(same.uncovered == 0);
+
+    CHECK_THROWS_WITH(choose_reference_cycles({"short.csv", &short_ref}, named, 5), Catch::Contains("short.csv") && Catch::Contains("needs 5"));
+}
+
+TEST_CASE("calibration takes the covering reference by default and says so in the profile", "[calibration][coverage]") {
+    const auto task = placing_at(3);
+    const Recording ref = run_of(task, 5, 51), nominal = run_of(task, 12, 52);
+    const NamedRecording named[] = {{"nominal.csv", &nominal}};
+    CalibrationOptions opt;
+    opt.window = 20;
+    opt.detector = DetectorKind::Published;  // the reference's choice does not depend on the detector
+    const Profile p = calibrate({"ref.csv", &ref}, named, opt);
+    CHECK(p.reference.cycles.size() == 3);
+    const auto& coverage = p.calibration.at("reference_coverage");
+    CHECK(coverage.at("automatic").get<bool>());
+    CHECK(coverage.at("reference_cycles").get<int>() == 3);
+    CHECK(coverage.at("uncovered").get<int>() == 0);
+    opt.reference_cycles = 2;
+    const Profile given = calibrate({"ref.csv", &ref}, named, opt);
+    CHECK(given.reference.cycles.size() == 2);
+    CHECK(given.calibration.at("reference_coverage").at("uncovered").get<int>() == 4);  // the 4 cycles at the third place
+}
+
+TEST_CASE("the split halves hold every kind of cycle of a task that cycles through variants", "[calibration][coverage]") {
+    // Cycles of a task with p variants in turn: cycle c is variant c % p. Each half must hold
+    // cycles of every variant, about as many as the other half (even/odd cycles would put variants
+    // 0 and 2 of 4 into one half only).
+    const auto halves = calibration_halves(100);
+    REQUIRE(halves.size() == 100);
+    CHECK(std::count(halves.begin(), halves.end(), 1) == 50);
+    for (std::size_t period = 2; period <= 8; ++period) {
+        for (std::size_t variant = 0; variant < period; ++variant) {
+            std::size_t in[2] = {0, 0};
+            for (std::size_t c = variant; c < 100; c += period) ++in[halves[c]];
+            INFO("period " << period << ", variant " << variant << ": " << in[0] << " / " << in[1]);
+            CHECK(in[0] >= 0.4 * static_cast<double>(in[0] + in[1]));
+            CHECK(in[1] >= 0.4 * static_cast<double>(in[0] + in[1]));
+        }
+    }
+    CHECK(calibration_halves(10).size() == 10);
+    CHECK(calibration_halves(0).empty());
+}

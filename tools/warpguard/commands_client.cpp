@@ -28,7 +28,7 @@ struct CtlArgs {
     // Per command.
     std::string robot, mode, kind, operator_name = "operator", state, config;
     std::int64_t id = 0, after = 0, recording = 0;
-    std::size_t limit = 50, reference_cycles = 2, window = 0;
+    std::size_t limit = 50, reference_cycles = 0, window = 0;  // reference_cycles 0: the daemon chooses
     double k = 0, margin = 0, timeout = 60, seconds = 0;
     std::string detector, method, force_frame, model_file;
     std::int64_t model = 0;
@@ -129,7 +129,8 @@ void register_ctl(CLI::App& app) {
     {
         auto* c = simple("calibrate", "Build a profile from a committed recording (first cycles = reference, the rest = nominal data)",
                          [](const CtlArgs& x) {
-                             nlohmann::json r{{"cmd", "calibrate"}, {"robot", x.robot}, {"reference_cycles", x.reference_cycles}, {"activate", x.activate}};
+                             nlohmann::json r{{"cmd", "calibrate"}, {"robot", x.robot}, {"activate", x.activate}};
+                             if (x.reference_cycles) r["reference_cycles"] = x.reference_cycles;
                              if (x.recording) r["recording"] = x.recording;
                              if (x.window) r["window"] = x.window;
                              if (x.k > 0) r["k"] = x.k;
@@ -146,6 +147,11 @@ void register_ctl(CLI::App& app) {
                                          j.at("profile").get<long long>(), s.at("recording").get<long long>(), s.at("window").get<std::size_t>(),
                                          s.at("reference_samples").get<std::size_t>(), s.at("reference_cycles").get<std::size_t>(),
                                          s.at("nominal_cycles").get<std::size_t>());
+                             if (s.contains("reference_coverage")) {
+                                 const auto& cov = s.at("reference_coverage");
+                                 std::printf("reference: %s; %s\n", cov.value("automatic", false) ? "cycles chosen by calibration" : "cycles as given",
+                                             cov.value("note", std::string()).c_str());
+                             }
                              std::printf("joint  theta1 (%s)   sigma        theta2       nominal max\n", s.at("unit").get<std::string>().c_str());
                              for (const auto& t : s.at("thresholds")) {
                                  std::printf("%-6d %-14.5g %-12.5g %-12.5g %-12.5g\n", t.at("joint").get<int>(), t.at("theta1").get<double>(),
@@ -167,7 +173,8 @@ void register_ctl(CLI::App& app) {
                          });
         c->add_option("robot", a->robot, "Robot id")->required();
         c->add_option("--recording", a->recording, "Recording id (default: the robot's latest)");
-        c->add_option("--reference-cycles", a->reference_cycles, "Complete cycles cut into the reference")->capture_default_str();
+        c->add_option("--reference-cycles", a->reference_cycles,
+                      "Complete cycles cut into the reference (default: the daemon takes the fewest from 2 whose joint path covers the rest)");
         c->add_option("--window", a->window, "Measurement window m in samples (default 30)");
         c->add_option("--k", a->k, "Rule 1: theta1 = k * sigma (default 3)");
         c->add_option("--margin", a->margin, "Rule 2: theta2 = margin * nominal maximum (default 1.2)");

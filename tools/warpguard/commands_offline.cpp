@@ -75,7 +75,7 @@ struct CalibrateArgs {
     std::string reference;
     std::vector<std::string> nominal;
     std::size_t window = kDefaultWindow;
-    std::size_t reference_cycles = 2;
+    std::size_t reference_cycles = 0;  // automatic (CalibrationOptions)
     double k = 3.0;
     bool round_up = false;
     double margin = 1.2;
@@ -135,6 +135,13 @@ void run_calibrate(const CalibrateArgs& a) {
                 a.out.c_str(), p.robot.c_str(), p.joints, to_string(p.signal).c_str(), to_string(p.unit).c_str(),
                 to_string(p.method).c_str(), p.window, p.reference.size(),
                 nlohmann::json(p.reference.cycles).dump().c_str());
+    const auto& coverage = p.calibration.at("reference_coverage");
+    std::printf("reference: %d cycles (%s); %s\n", coverage.value("reference_cycles", 0),
+                coverage.value("automatic", false) ? "chosen by calibration" : "as given", coverage.value("note", std::string()).c_str());
+    if (coverage.value("uncovered", 0) > 0 && p.method != MatchingMethod::KaMdtw) {
+        std::fprintf(stderr, "warning: the reference does not cover %d of %d nominal cycles (see 'reference:' above)\n",
+                     coverage.value("uncovered", 0), coverage.value("cycles", 0));
+    }
     std::printf("%-6s %14s %14s %14s %14s %14s\n", "joint", "theta1", "sigma1", "max|dev|", "theta2", "max eig");
     for (std::size_t j = 0; j < p.joints; ++j) {
         const auto& th = p.thresholds[j];
@@ -455,7 +462,9 @@ void register_calibrate(CLI::App& app) {
     cmd->add_option("--reference", args->reference, "Recording with >= 2 complete cycles of the task")->required()->check(CLI::ExistingFile);
     cmd->add_option("--nominal", args->nominal, "Held-out nominal recordings (no collisions)")->required()->expected(1, -1)->check(CLI::ExistingFile);
     cmd->add_option("--window", args->window, "Measurement window m in samples")->capture_default_str()->check(CLI::Range(2, 100000));
-    cmd->add_option("--reference-cycles", args->reference_cycles, "Complete cycles cut into the reference")->capture_default_str()->check(CLI::Range(1, 1000));
+    cmd->add_option("--reference-cycles", args->reference_cycles,
+                    "Complete cycles cut into the reference (default: the fewest from 2 whose joint path covers every nominal cycle's)")
+        ->check(CLI::Range(1, 1000));
     cmd->add_option("--k", args->k, "Rule 1: theta1 = k * sigma")->capture_default_str();
     cmd->add_flag("--round-up", args->round_up, "Rule 1: round theta1 up to the next integer (as the thesis)");
     cmd->add_option("--margin", args->margin, "Rule 2: theta2 = margin * nominal maximum")->capture_default_str();

@@ -9,8 +9,8 @@
 //   theta2 = margin * max(eigenvalues)    (margin = 1.2)
 // For the phase-aware detector (the default) the same pass also records, per joint, the matched
 // reference sample of each newest sample and its deviation. Thresholds per reference sample are
-// the largest |deviation| within +- neighbourhood samples. The margin comes from split halves:
-// thresholds from the even calibration cycles judge the odd ones and vice versa; the largest
+// the largest |deviation| within +- neighbourhood samples. The margin comes from split halves
+// (calibration_half): thresholds from one half of the calibration cycles judge the other; the largest
 // persistent ratio of every cycle is an extreme value, a Gumbel distribution fitted to those
 // per-cycle maxima gives the margin exceeded once in `target_cycles_per_false_stop` cycles, and so
 // does an exponential tail fitted to the largest of them (peaks over threshold); the larger wins.
@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "warpguard/profile.hpp"
 #include "warpguard/recording.hpp"
 
@@ -31,9 +33,21 @@ namespace warpguard {
 // Documented default window: 30 samples, the measurement vector length of the thesis's Figure 14.
 inline constexpr std::size_t kDefaultWindow = 30;
 
+// How close a nominal cycle's joint path must come to the reference's, rad (largest joint): a pose
+// 0.05 rad away changes a gravity torque by at most 5 % of its size (|d cos q| <= |dq|), so the
+// reference still has that phase; farther, it is another variant of the task.
+inline constexpr double kCoverageTolerance = 0.05;
+// With reference_cycles = 0 (automatic) the reference has at least this many cycles: thesis §3.2.1,
+// more than one cycle, so that the transition from one cycle to the next is part of it.
+inline constexpr std::size_t kMinReferenceCycles = 2;
+
 struct CalibrationOptions {
     std::size_t window = kDefaultWindow;
-    std::size_t reference_cycles = 2;  // thesis: more than one cycle, so the transition is included
+    // Complete cycles cut into the reference. 0 = automatic: the fewest, from kMinReferenceCycles
+    // up, whose joint path covers every nominal cycle's (choose_reference_cycles); a task that
+    // cycles through several variants (places, poses) needs each of them in the reference for
+    // mDTW. KA-mDTW matches other variants by their lever lengths: automatic = kMinReferenceCycles.
+    std::size_t reference_cycles = 0;
     double k_sigma = 3.0;
     bool round_up = false;             // thesis: "first integer value higher than 3 sigma"
     double rule2_margin = 1.2;
@@ -92,9 +106,48 @@ struct ExtremeFit {
 // Throws std::invalid_argument for fewer than 2 maxima or cycles_per_exceedance <= 1.
 ExtremeFit fit_cycle_maxima(const std::vector<double>& maxima, double cycles_per_exceedance);
 
+// The halves of the split-halves calibration (each half's thresholds judge the other half's
+// cycles), for `cycles` calibration cycles in recorded order: 0 or 1 per cycle. A task may cycle
+// through variants (a place, a pose) in turn, and each half must hold cycles of every variant:
+// split by even and odd cycles, a task with 4 places had 2 of them in each half only, their phases
+// were judged by thresholds that had never seen them, and the margin came out 2.8 where 1.6 fits
+// (held-out machine-tending task, docs/detection.md). So each cycle in turn goes to the half that
+// keeps the two halves most even over every class of cycles c mod p, p = 2..8 (a documented
+// default: tasks with up to 8 variants in turn), and over all cycles (ties: half 0).
+std::vector<std::uint8_t> calibration_halves(std::size_t cycles);
+
 // Cuts the reference out of a recording; throws std::invalid_argument naming `source` when it has
 // too few complete cycles.
 Reference cut_reference(const Recording& recording, const std::string& source, std::size_t cycles);
+
+// Whether the reference's joint path covers the nominal cycles': a nominal cycle is covered when
+// every pose along it lies within `tolerance` (rad, largest joint) of some pose of the reference
+// (both paths taken at points tolerance / 4 apart). A cycle that is not covered went somewhere the
+// reference never does: another variant of the task, whose torques the reference cannot match.
+struct ReferenceCoverage {
+    std::size_t reference_cycles = 0;
+    bool automatic = false;               // chosen by choose_reference_cycles, not given
+    std::size_t available_cycles = 0;     // complete cycles the reference recording offered
+    double tolerance = kCoverageTolerance;
+    std::size_t cycles = 0;               // nominal cycles checked
+    std::size_t uncovered = 0;            // of them, not covered
+    double worst_distance = 0;            // rad: the farthest nominal pose from the reference's path
+    std::size_t worst_joint = 0;          // 1-based: the joint of that distance
+    std::string worst_cycle;              // "FILE, cycle N" (the robot's cycle counter)
+    std::string note;                     // one line for a person: what it means, what to do
+    nlohmann::json to_json() const;
+};
+
+// The reference cycles: `given` > 0 takes that many and only reports their coverage; 0 takes the
+// fewest from kMinReferenceCycles up to every complete cycle of `reference` that covers every
+// complete cycle of the nominal recordings (or, if none does, the fewest that leave the fewest
+// uncovered). With `same_recording`, `nominal` is the reference recording itself and its cycles
+// after the reference are the nominal ones (the daemon's single recording; at most all but
+// `min_nominal_cycles` become the reference). Throws std::invalid_argument when the reference
+// recording has too few complete cycles.
+ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::span<const NamedRecording> nominal,
+                                          std::size_t given, bool same_recording = false, std::size_t min_nominal_cycles = 0,
+                                          double tolerance = kCoverageTolerance);
 
 // Builds a complete profile. Throws std::invalid_argument naming the file and value at fault.
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
