@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Checks WarpGuard on a robot and task it was not tuned on, exactly as a user would set it up:
+# records on the simulated cell like the benchmark suite does (reference, calibration cycles,
+# held-out nominal cycles, collision cycles), identifies the robot's kinematics with the procedure
+# on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
+# (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
+#
+#   bash scripts/held-out-check.sh [--reuse] ROBOT.json TASK.json [OUT_DIR]    (about 20 minutes)
+#
+# The robots and tasks in samples/held-out/ are for this: see samples/held-out/README.md.
+# --reuse keeps recordings already in OUT_DIR and only identifies, calibrates and evaluates again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+reuse=0
+if [ "${1:-}" = "--reuse" ]; then reuse=1; shift; fi
+if [ $# -lt 2 ]; then
+  echo "usage: bash scripts/held-out-check.sh [--reuse] ROBOT.json TASK.json [OUT_DIR]" >&2
+  exit 2
+fi
+robot=$1 task=$2
+for f in "$robot" "$task"; do
+  [ -s "$f" ] || { echo "held-out-check: '$f' is not a readable file (expected a robot description and a task program)" >&2; exit 2; }
+done
+name=$(basename "$robot" .json)
+out=${3:-build/held-out/$name}
+bash scripts/install-deps.sh > /dev/null
+bash scripts/build.sh > /dev/null
+sim=build/samples/sim/warpguard-sim
+wg=build/tools/warpguard
+mkdir -p "$out"
+
+record() {
+  local file=$1; shift
+  if [ "$reuse" = 1 ] && [ -s "$file" ]; then return; fi
+  "$sim" record --robot "$robot" --task "$task" "$@" --out "$file" > /dev/null
+}
+
+# The same counts and seeds' pattern as the suite's pick-and-place runs (scripts/benchmark-suite.sh).
+seed=7000
+record "$out/reference.csv" --cycles 7 --seed $((seed + 1)) &
+record "$out/calibration.csv" --cycles 100 --seed $((seed + 2)) &
+wait
+record "$out/nominal.csv" --cycles 200 --seed $((seed + 3)) &
+record "$out/collisions.csv" --cycles 101 --seed $((seed + 4)) --contacts 100 &
+wait
+"$sim" identify --robot "$robot" --out "$out/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
+"$wg" identify dh --points "$out/points.csv" --out "$out/model.json" > "$out/identify.txt"
+"$wg" calibrate --reference "$out/reference.csv" --nominal "$out/calibration.csv" --detector phase-aware \
+  --model "$out/model.json" --out "$out/profile-phase.json" > "$out/profile-phase.txt"
+"$wg" calibrate --reference "$out/reference.csv" --nominal "$out/calibration.csv" --detector published \
+  --out "$out/profile.json" > "$out/profile.txt"
+for variant in nominal collisions; do
+  "$wg" evaluate --profile "$out/profile-phase.json" "$out/$variant.csv" --out "$out/$variant.phase.evaluation.json" > /dev/null &
+  "$wg" evaluate --profile "$out/profile.json" "$out/$variant.csv" --out "$out/$variant.evaluation.json" > /dev/null &
+  wait
+done
+
+echo "held-out check: $robot, $task (files in $out)"
+grep -i -E "reference|warning" "$out/profile-phase.txt" | head -5 || true
+/usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+for label, suffix in (("default (phase-aware)", ".phase"), ("published", "")):
+    nom = json.load(open(f"{out}/nominal{suffix}.evaluation.json"))["totals"]
+    col = {r["rule"]: r for r in json.load(open(f"{out}/collisions{suffix}.evaluation.json"))["totals"]["by_rule"]}["combined"]
+    per_k = 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
+    def name(b):
+        return f">= {b['low']:g} N" if b["high"] is None else f"{b['low']:g}-{b['high']:g} N"
+    bins = ", ".join(f"{name(b)} {b['detected']}/{b['collisions']}" for b in col["by_peak_force"])
+    print(f"{label}: false stop events {nom['false_stop_events']} in {nom['clean_cycles']} nominal cycles "
+          f"({per_k:.1f} per 1,000); collisions detected {col['detected']}/{col['collisions']} ({bins})")
+PY
+echo "default detector, by kind of contact (tools/collision_delays.py):"
+/usr/bin/python3 tools/collision_delays.py "$out/collisions.phase.evaluation.json"
