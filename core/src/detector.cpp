@@ -68,7 +68,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
       velocity_scale_(profile_.joints, 1.0),
       rest_samples_(profile_.joints, 0),
-      rest_offset_(profile_.joints, 0.0) {
+      rest_offset_(profile_.joints, 0.0),
+      moved_(profile_.joints, 0) {
     // Each joint's noise level, from the reference alone: the spread of its second differences
     // (a smooth motion has almost none; white noise of sd s gives sd s sqrt(6)), as a robust MAD.
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -277,6 +278,7 @@ void Detector::reset() {
     std::fill(cusum_.begin(), cusum_.end(), 0.0);
     std::fill(rest_samples_.begin(), rest_samples_.end(), 0);
     std::fill(rest_offset_.begin(), rest_offset_.end(), 0.0);
+    std::fill(moved_.begin(), moved_.end(), 0);
     has_shared_ = false;
     has_previous_ = false;
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
@@ -321,6 +323,23 @@ std::pair<double, double> Detector::speed_interval() const {
     if (!(w < 0.99)) return {kSpeedMin, kSpeedMax};
     const double unbiased = std::clamp((speed_ratio_ - w) / (1.0 - w), kSpeedMin, kSpeedMax);
     return {std::min(speed_ratio_, unbiased), std::max(speed_ratio_, unbiased)};
+}
+
+bool Detector::friction_band_open(std::size_t joint, bool off_speed) const {
+    // Off the recorded speed, a joint comes to rest and breaks away differently from the reference.
+    // A joint that has not moved since the stream began holds whatever torque its friction held
+    // when it came to rest before the stream, which no sample showed (a stream that starts with the
+    // robot resting at home; the planar arm's test: 1.6 F held there stopped the robot).
+    return !friction_band_.empty() && (off_speed || !moved_[joint]);
+}
+
+double Detector::friction_band(std::size_t joint, std::size_t partner, bool off_speed) const {
+    if (!friction_band_open(joint, off_speed)) return 0.0;
+    // How still the joint is: the faster of the reference's motion at the partner (at the current
+    // speed) and the joint's own measured motion; the share of the friction the smooth Coulomb term
+    // qd / (|qd| + v0) leaves undetermined is v0 / (|qd| + v0) (1 at rest, 1/2 at v0).
+    const double v = std::max(std::abs(reference_velocity_[joint][partner]) * speed_ratio_, std::abs(velocity_[joint]));
+    return friction_band_[joint][partner] * kCoulombSmoothing / (v + kCoulombSmoothing);
 }
 
 Decision Detector::fault(const Sample& sample) const {
@@ -456,6 +475,7 @@ Decision Detector::update(const Sample& sample) {
         double qd = 0;
         if (has_previous_ && sample.t > previous_t_) qd = (sample.q[j] - previous_q_[j]) / (sample.t - previous_t_);
         velocity_[j] = qd;
+        if (std::abs(qd) > kMovingVelocity) moved_[j] = 1;
         const double coulomb = qd / (std::abs(qd) + kCoulombVelocity);
         correction_[j] = phase_aware ? friction_[j][0] * coulomb + friction_[j][1] * qd : 0.0;
     }
@@ -464,10 +484,13 @@ Decision Detector::update(const Sample& sample) {
     double best_score = INFINITY;
     const bool carrying_known = payload_active_ && !reference_payload_.empty();
     const bool carrying_now = carrying_known && sample.payload > 0.0;
+    const bool off_speed = off_recorded_speed();
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
         for (std::size_t j = 0; j < n; ++j) {
-            score += std::min(std::abs(near_deviation(j, candidate).deviation) / noise_scale_[j], 1e3);
+            // (what an open friction band leaves undetermined tells no phase from another)
+            const double deviation = std::abs(near_deviation(j, candidate).deviation) - friction_band(j, candidate, off_speed);
+            score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }
         // A declared payload marks the phase: a sample that carries a part belongs where the
@@ -482,7 +505,24 @@ Decision Detector::update(const Sample& sample) {
         const double score = score_of(candidate);
         if (score < best_score) best_score = score, shared = candidate;
     };
+    // Over the whole reference, the sample whose joint angles and velocities (at the current speed
+    // ratio, in angle per reference sample) are nearest the sample's.
+    const auto consider_kinematic_nearest = [&] {
+        std::fill(kinematic_distance_.begin(), kinematic_distance_.end(), 0.0);
+        double* dist = kinematic_distance_.data();
+        for (std::size_t j = 0; j < n; ++j) {
+            const double* qr = profile_.reference.q[j].data();
+            const double* vr = reference_velocity_[j].data();
+            const double inv = 1.0 / angle_scale_[j];
+            const double qj = sample.q[j], vj = velocity_[j] * reference_dt_, vs = speed_ratio_ * reference_dt_;
+            for (std::size_t k = 0; k < n_ref; ++k) dist[k] += (std::abs(qj - qr[k]) + std::abs(vj - vs * vr[k])) * inv;
+        }
+        consider_candidate(static_cast<std::size_t>(std::min_element(kinematic_distance_.begin(), kinematic_distance_.end()) -
+                                                    kinematic_distance_.begin()));
+    };
+    const bool stream_moved = std::any_of(moved_.begin(), moved_.end(), [](std::uint8_t moved) { return moved != 0; });
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
+    if (!has_shared_) consider_kinematic_nearest();
     if (has_shared_) {
         // The task repeats: past the reference's last sample the continuation is its first (the
         // reference begins at a cycle start; measured on the UR5e-like pick-and-place: a cycle that
@@ -514,22 +554,12 @@ Decision Detector::update(const Sample& sample) {
         }
         // The partner may also follow the wrong one of several similar stretches (another cycle
         // of the reference, another place of a pick-and-place) while the signals agree well
-        // enough: while the robot moves, the reference sample whose joint angles and velocities
-        // (at the current speed ratio, in angle per reference sample) are nearest the sample's,
-        // over the whole reference, is a candidate too.
-        if (robot_moving) {
-            std::fill(kinematic_distance_.begin(), kinematic_distance_.end(), 0.0);
-            double* dist = kinematic_distance_.data();
-            for (std::size_t j = 0; j < n; ++j) {
-                const double* qr = profile_.reference.q[j].data();
-                const double* vr = reference_velocity_[j].data();
-                const double inv = 1.0 / angle_scale_[j];
-                const double qj = sample.q[j], vj = velocity_[j] * reference_dt_, vs = speed_ratio_ * reference_dt_;
-                for (std::size_t k = 0; k < n_ref; ++k) dist[k] += (std::abs(qj - qr[k]) + std::abs(vj - vs * vr[k])) * inv;
-            }
-            consider_candidate(static_cast<std::size_t>(std::min_element(kinematic_distance_.begin(), kinematic_distance_.end()) -
-                                                        kinematic_distance_.begin()));
-        }
+        // enough: while the robot moves, the kinematically nearest reference sample is a candidate
+        // too. So it is while no joint has moved since the stream began: the partner was then
+        // chosen from a few joints' own matches of a window of rest, and a torque the friction
+        // holds can lead them all elsewhere (planar arm, 1.6 F held on joint 1 at home: the
+        // partner sat in a move for 70 samples and another joint stopped the robot).
+        if (robot_moving || !stream_moved) consider_kinematic_nearest();
         // The program grasped or released earlier than the partner shows (or later): the nearest
         // reference samples on either side where the reference's carrying state is the sample's.
         // The robot moves where the reference still stands: a standstill's length varies from
@@ -565,22 +595,13 @@ Decision Detector::update(const Sample& sample) {
         // passes `cusum_limit` (slow pushes).
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
-        const bool band_open = off_recorded_speed();
         for (std::size_t j = 0; j < n; ++j) {
             JointEvaluation& ev = evaluations_[j];
             const std::size_t partner = ev.shared.partner;
             ev.drift = correction_[j];
             ev.phase_threshold = ph.rule1[j][partner];
-            if (band_open) {
-                // How still the joint is: the faster of the reference's motion at the partner (at
-                // the current speed) and the joint's own measured motion.
-                const double v = std::max(std::abs(reference_velocity_[j][partner]) * speed_ratio_, std::abs(velocity_[j]));
-                // How still: the share of the friction the smooth Coulomb term qd / (|qd| + v0)
-                // leaves undetermined, v0 / (|qd| + v0) (1 at rest, 1/2 at v0).
-                ev.friction_band = friction_band_[j][partner] * kCoulombSmoothing / (v + kCoulombSmoothing);
-            } else {
-                ev.friction_band = 0.0;
-            }
+            const bool band_open = friction_band_open(j, off_speed);
+            ev.friction_band = friction_band(j, partner, off_speed);
             const double base = ev.phase_threshold / ph.margin;
             double deviation = ev.shared.deviation;
             if (!speed_inertial_.empty()) {
@@ -627,8 +648,9 @@ Decision Detector::update(const Sample& sample) {
                     rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;
                     ++rest_samples_[j];
                 } else {
-                    // (never more than the deviation itself: inside the reference's range is nominal)
-                    excess = std::min(std::abs(deviation), std::abs(deviation - rest_offset_[j]));
+                    // (never more than the deviation itself: inside the reference's range is
+                    // nominal; the payload model's error band holds at rest as in motion)
+                    excess = std::max(0.0, std::min(std::abs(deviation), std::abs(deviation - rest_offset_[j])) - ev.payload_band);
                 }
             } else {
                 rest_samples_[j] = 0;

@@ -131,3 +131,53 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
     CHECK(old.speed->coulomb == std::vector<double>(p.joints, 0.0));
     CHECK(std::isinf(old.speed->same_speed_tolerance));
 }
+
+TEST_CASE("a joint resting since the stream began may hold its dry friction, and a push from that torque still stops",
+          "[dynamics][friction]") {
+    // A joint that comes to rest keeps whatever torque its dry friction then holds, anywhere in a
+    // band of twice its Coulomb friction; the reference's rest held one such torque. A stream that
+    // begins while the joint rests never saw how it came to rest: until it moves, its torque may sit
+    // anywhere in the band at the recorded speed too.
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile profile = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(profile.speed.has_value());
+    REQUIRE(profile.phase.has_value());
+    const auto& coulomb = profile.speed->coulomb;
+    const std::size_t j = static_cast<std::size_t>(std::max_element(coulomb.begin(), coulomb.end()) - coulomb.begin());
+    const double F = coulomb[j];
+    INFO("joint " << j + 1 << ", fitted Coulomb friction " << F << " Nm");
+    REQUIRE(F > 0.0);
+    planar_arm::RunOptions opt;
+    opt.cycles = 2;
+    opt.seed = 91;  // not a calibration seed
+    const Recording clean = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    std::size_t first_move = 1;
+    while (first_move < clean.size() && std::abs(clean.q[j][first_move] - clean.q[j][0]) < 1e-4) ++first_move;
+    // The robot rested at home before the stream began: the stream opens with 60 more samples of
+    // that rest (the first sample's values), so the window is full long before the joint moves.
+    const std::size_t pre = 60, moves_at = pre + first_move;
+    const double period = opt.sample_period;
+    // Stops before the joint first moves, with `offset` added to its torque from the stream's
+    // start and `push` more from sample `push_from` on.
+    const auto stops_before_moving = [&](const Profile& p, double offset, double push, std::size_t push_from) {
+        Detector detector(p);
+        std::vector<double> tau(clean.joints()), q(clean.joints());
+        std::size_t stops = 0;
+        for (std::size_t i = 0; i < moves_at; ++i) {
+            Sample s = clean.sample(i < pre ? 0 : i - pre, tau, q);
+            if (i < pre) s.t -= static_cast<double>(pre - i) * period;
+            tau[j] += offset + (i >= push_from ? push : 0.0);
+            stops += detector.update(s).stop();
+        }
+        return stops;
+    };
+    // Without a band (no friction fitted) a held 1.6 F stops the robot before it ever moves...
+    Profile without_band = profile;
+    std::fill(without_band.speed->coulomb.begin(), without_band.speed->coulomb.end(), 0.0);
+    CHECK(stops_before_moving(without_band, 1.6 * F, 0.0, moves_at) > 0);
+    // ...with it, the same stream runs (and so does the stream as recorded),
+    CHECK(stops_before_moving(profile, 1.6 * F, 0.0, moves_at) == 0);
+    CHECK(stops_before_moving(profile, 0.0, 0.0, moves_at) == 0);
+    // and a push of 4 F on top of the held torque, once the rest has set it, stops.
+    CHECK(stops_before_moving(profile, 1.6 * F, 4.0 * F, pre / 2) > 0);
+}

@@ -115,6 +115,10 @@ public:
     bool off_recorded_speed() const {
         return !speed_inertial_.empty() && speed_settled() && std::abs(speed_ratio_ - 1.0) > profile_.speed->same_speed_tolerance;
     }
+    // Whether joint `joint`'s dry-friction band is open, and its width at reference sample
+    // `partner` (0 where shut): the torque the joint may hold anywhere within, unjudged.
+    bool friction_band_open(std::size_t joint, bool off_speed) const;
+    double friction_band(std::size_t joint, std::size_t partner, bool off_speed) const;
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
@@ -197,6 +201,10 @@ private:
     std::vector<std::vector<std::uint8_t>> reference_rest_;  // [joint][reference sample]: rests there (and just after)
     std::vector<std::size_t> rest_samples_;  // samples of the current rest seen so far (saturates)
     std::vector<double> rest_offset_;        // accumulated, then held offset of the current rest
+    // Whether each joint has clearly moved (kMovingVelocity) since the stream began. Until it has,
+    // the torque its dry friction holds is whatever it held when it came to rest before the stream
+    // began, which no sample showed: the band is open for it at any speed.
+    std::vector<std::uint8_t> moved_;
     double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     double speed_motion_ = 1.0;  // sum of squared reference velocities that counts as clearly moving
     // Evidence behind the speed ratio since the stream began, in clearly moving samples. Until it
