@@ -171,13 +171,21 @@ TEST_CASE("a joint resting since the stream began may hold its dry friction, and
         }
         return stops;
     };
-    // Without a band (no friction fitted) a held 1.6 F stops the robot before it ever moves...
-    Profile without_band = profile;
-    std::fill(without_band.speed->coulomb.begin(), without_band.speed->coulomb.end(), 0.0);
-    CHECK(stops_before_moving(without_band, 1.6 * F, 0.0, moves_at) > 0);
-    // ...with it, the same stream runs (and so does the stream as recorded),
+    // A band of zero width (no friction fitted) judges the held 1.6 F and stops the robot before
+    // it ever moves...
+    Profile zero_band = profile;
+    std::fill(zero_band.speed->coulomb.begin(), zero_band.speed->coulomb.end(), 0.0);
+    CHECK(stops_before_moving(zero_band, 1.6 * F, 0.0, moves_at) > 0);
+    // ...with the fitted band the same stream runs (and so does the stream as recorded),
     CHECK(stops_before_moving(profile, 1.6 * F, 0.0, moves_at) == 0);
     CHECK(stops_before_moving(profile, 0.0, 0.0, moves_at) == 0);
     // and a push of 4 F on top of the held torque, once the rest has set it, stops.
     CHECK(stops_before_moving(profile, 1.6 * F, 4.0 * F, pre / 2) > 0);
+    // Without a speed model (no kinematic model, or an unsigned motor current) no band is known:
+    // the level a joint holds until it first moves is taken as found, and changes from it judged.
+    const Profile no_model = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(false));
+    REQUIRE_FALSE(no_model.speed.has_value());
+    CHECK(stops_before_moving(no_model, 1.6 * F, 0.0, moves_at) == 0);
+    CHECK(stops_before_moving(no_model, 0.0, 0.0, moves_at) == 0);
+    CHECK(stops_before_moving(no_model, 1.6 * F, 4.0 * F, pre / 2) > 0);
 }
