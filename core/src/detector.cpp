@@ -490,11 +490,13 @@ Decision Detector::update(const Sample& sample) {
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
         for (std::size_t j = 0; j < n; ++j) {
-            // (what an open friction band leaves undetermined tells no phase from another, nor
-            // does the level of a joint resting since the stream began where no band is known)
-            const double deviation = resting_level_unknown(j)
-                                         ? 0.0
-                                         : std::abs(near_deviation(j, candidate).deviation) - friction_band(j, candidate, off_speed);
+            // (the level of a joint resting since the stream began tells no phase from another
+            // beyond its friction band, nor at all where no band is known; off the recorded speed
+            // the score stays with the whole deviation: discounting the band there too let the
+            // partner drift on the VP-6242-like at 70 %, a CUSUM stop with the Gumbel limits)
+            const double deviation = resting_level_unknown(j) ? 0.0
+                                     : moved_[j]              ? std::abs(near_deviation(j, candidate).deviation)
+                                                              : std::abs(near_deviation(j, candidate).deviation) - friction_band(j, candidate, off_speed);
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }

@@ -762,6 +762,13 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     INFO("10 nominal cycles at 70 %: " << after.events.size() << " stop events with the bands; with tight thresholds "
                                        << tight_after.events.size() << " with the bands, " << unexplained_off.events.size()
                                        << " without the model-error band");
+    std::ostringstream tight_events;
+    for (const auto& e : tight_after.events) {
+        tight_events << "sample " << e.index << " (t " << e.t << " s), joint " << e.decision.joint << ", rule "
+                     << to_string(e.decision.rule) << ", value " << e.decision.value << " vs " << e.decision.threshold
+                     << ", reference span " << e.decision.ref_start << "-" << e.decision.ref_end << "\n";
+    }
+    INFO("stop events with tight thresholds and the bands:\n" << tight_events.str());
     CHECK(after.events.empty());
     CHECK(tight_after.events.empty());
     CHECK(unexplained_off.events.size() >= 2);
