@@ -32,12 +32,7 @@ sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 mkdir -p "$out"
 
-# record OUT ARGS...: a recording with warpguard-sim (kept with --reuse when it exists).
-record() {
-  local file=$1; shift
-  if [ "$reuse" = 1 ] && [ -s "$file" ]; then return; fi
-  "$sim" record "$@" --out "$file"
-}
+. scripts/record-helper.sh
 
 run_robot() {
   local robot=$1 seed=$2

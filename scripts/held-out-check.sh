@@ -29,19 +29,16 @@ sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 mkdir -p "$out"
 
-record() {
-  local file=$1; shift
-  if [ "$reuse" = 1 ] && [ -s "$file" ]; then return; fi
-  "$sim" record --robot "$robot" --task "$task" "$@" --out "$file" > /dev/null
-}
+. scripts/record-helper.sh
+recording() { record "$1" --robot "$robot" --task "$task" "${@:2}" > /dev/null; }
 
 # The same counts and seeds' pattern as the suite's pick-and-place runs (scripts/benchmark-suite.sh).
 seed=7000
-record "$out/reference.csv" --cycles 7 --seed $((seed + 1)) &
-record "$out/calibration.csv" --cycles 100 --seed $((seed + 2)) &
+recording "$out/reference.csv" --cycles 7 --seed $((seed + 1)) &
+recording "$out/calibration.csv" --cycles 100 --seed $((seed + 2)) &
 wait
-record "$out/nominal.csv" --cycles 200 --seed $((seed + 3)) &
-record "$out/collisions.csv" --cycles 101 --seed $((seed + 4)) --contacts 100 &
+recording "$out/nominal.csv" --cycles 200 --seed $((seed + 3)) &
+recording "$out/collisions.csv" --cycles 101 --seed $((seed + 4)) --contacts 100 &
 wait
 "$sim" identify --robot "$robot" --out "$out/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
 "$wg" identify dh --points "$out/points.csv" --out "$out/model.json" > "$out/identify.txt"
