@@ -342,6 +342,8 @@ double Detector::friction_band(std::size_t joint, std::size_t partner, bool off_
     return friction_band_[joint][partner] * kCoulombSmoothing / (v + kCoulombSmoothing);
 }
 
+bool Detector::resting_level_unknown(std::size_t joint) const { return friction_band_.empty() && !moved_[joint]; }
+
 Decision Detector::fault(const Sample& sample) const {
     Decision d;
     d.verdict = Verdict::Stop;
@@ -489,11 +491,12 @@ Decision Detector::update(const Sample& sample) {
         double score = 0;
         for (std::size_t j = 0; j < n; ++j) {
             // (the level of a joint resting since the stream began tells no phase from another
-            // within its friction band; off the recorded speed the score keeps the whole deviation:
-            // discounting the band there let the partner drift on the VP-6242-like at 70 %, a
-            // CUSUM stop with the Gumbel-only limits)
-            const double deviation = std::abs(near_deviation(j, candidate).deviation) -
-                                     (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
+            // beyond its friction band, nor at all where no band is known; off the recorded speed
+            // the score stays with the whole deviation: discounting the band there too let the
+            // partner drift on the VP-6242-like at 70 %, a CUSUM stop with the Gumbel limits)
+            const double deviation = resting_level_unknown(j) ? 0.0
+                                     : moved_[j]              ? std::abs(near_deviation(j, candidate).deviation)
+                                                              : std::abs(near_deviation(j, candidate).deviation) - friction_band(j, candidate, off_speed);
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }
@@ -647,9 +650,17 @@ Decision Detector::update(const Sample& sample) {
                                   : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
                                                                  speed_c2_ * payload_inertial_[j][partner]);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
-            if (band_open && reference_rest_[j][partner]) {
+            // A joint resting since the stream began holds a level set before it; without a fitted
+            // friction band (no speed model: an unsigned motor current) that level is taken as
+            // found, wherever the partner is (the reference may never rest in that pose), and
+            // every change from it is judged (held-out LR Mate-like, current in A: joint 2 at home
+            // held 0.29 A at the stream's start, 0.06 A where the reference passes home; 3 of its 5
+            // false stops in 200 cycles were stream starts).
+            const bool level_unknown = resting_level_unknown(j);
+            if ((band_open && reference_rest_[j][partner]) || level_unknown) {
                 if (rest_samples_[j] < kRestSamples) {
-                    rest_offset_[j] += std::clamp(deviation, -ev.friction_band, ev.friction_band) / kRestSamples;
+                    const double hold = level_unknown ? std::abs(deviation) : ev.friction_band;
+                    rest_offset_[j] += std::clamp(deviation, -hold, hold) / kRestSamples;
                     ++rest_samples_[j];
                 } else {
                     // (never more than the deviation itself: inside the reference's range is

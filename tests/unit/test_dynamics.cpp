@@ -181,4 +181,11 @@ TEST_CASE("a joint resting since the stream began may hold its dry friction, and
     CHECK(stops_before_moving(profile, 0.0, 0.0, moves_at) == 0);
     // and a push of 4 F on top of the held torque, once the rest has set it, stops.
     CHECK(stops_before_moving(profile, 1.6 * F, 4.0 * F, pre / 2) > 0);
+    // Without a speed model (no kinematic model, or an unsigned motor current) no band is known:
+    // the level a joint holds until it first moves is taken as found, and changes from it judged.
+    const Profile no_model = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(false));
+    REQUIRE_FALSE(no_model.speed.has_value());
+    CHECK(stops_before_moving(no_model, 1.6 * F, 0.0, moves_at) == 0);
+    CHECK(stops_before_moving(no_model, 0.0, 0.0, moves_at) == 0);
+    CHECK(stops_before_moving(no_model, 1.6 * F, 4.0 * F, pre / 2) > 0);
 }

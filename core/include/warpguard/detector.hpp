@@ -119,6 +119,9 @@ public:
     // `partner` (0 where shut): the torque the joint may hold anywhere within, unjudged.
     bool friction_band_open(std::size_t joint, bool off_speed) const;
     double friction_band(std::size_t joint, std::size_t partner, bool off_speed) const;
+    // Without a friction band (no speed model: an unsigned current, or no kinematic model), the
+    // level of a joint that has not moved since the stream began is unknown.
+    bool resting_level_unknown(std::size_t joint) const;
 
     // State after the last update, per joint (0-based index).
     std::span<const JointEvaluation> evaluations() const { return evaluations_; }
