@@ -97,14 +97,7 @@ run_ka() {
   fi
   for task in pick-and-place assembly; do
     local t="samples/tasks/$robot-$task.json"
-    /usr/bin/python3 - "$t" "$dir/$task-one-variant.json" <<'PY'
-import json, sys
-task = json.load(open(sys.argv[1]))
-for step in task["steps"]:
-    if "move_variants" in step:
-        step["move"] = step.pop("move_variants")[0]
-json.dump(task, open(sys.argv[2], "w"), indent=1)
-PY
+    /usr/bin/python3 tools/one_variant.py "$t" "$dir/$task-one-variant.json"
     record "$dir/$task-reference.csv" --robot "$r" --task "$dir/$task-one-variant.json" --cycles 4 --seed $((seed + 21))
     record "$dir/$task-calibration.csv" --robot "$r" --task "$t" --cycles 40 --seed $((seed + 22))
     record "$dir/$task-nominal.csv" --robot "$r" --task "$t" --cycles 60 --seed $((seed + 23))

@@ -27,14 +27,7 @@ check_robot() {
   mkdir -p "$dir"
   "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
   "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
-  "$py" - "$t" "$dir/one-variant.json" <<'PY'
-import json, sys
-task = json.load(open(sys.argv[1]))
-for step in task["steps"]:
-    if "move_variants" in step:
-        step["move"] = step.pop("move_variants")[0]
-json.dump(task, open(sys.argv[2], "w"), indent=1)
-PY
+  /usr/bin/python3 tools/one_variant.py "$t" "$dir/one-variant.json"
   local part task cycles s
   for part in reference:4:one calibration:40:all nominal:60:all; do
     IFS=: read -r name cycles which <<< "$part"
