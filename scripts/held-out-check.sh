@@ -5,16 +5,23 @@
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
 # (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
 #
-#   bash scripts/held-out-check.sh [--reuse] ROBOT.json TASK.json [OUT_DIR]    (about 20 minutes)
+#   bash scripts/held-out-check.sh [--reuse] [--variants] ROBOT.json TASK.json [OUT_DIR]
+#   (about 20 minutes; --variants: about 10 more)
 #
 # The robots and tasks in samples/held-out/ are for this: see samples/held-out/README.md.
 # --reuse keeps recordings already in OUT_DIR and only identifies, calibrates and evaluates again.
+# --variants also runs the task at speed override 80 % and with friction drift +30 % (100 nominal
+# and 50 collision cycles each), judged by the same profile: disturbances calibration never saw.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reuse=0
-if [ "${1:-}" = "--reuse" ]; then reuse=1; shift; fi
+reuse=0 variants=0
+while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ]; do
+  [ "$1" = "--reuse" ] && reuse=1
+  [ "$1" = "--variants" ] && variants=1
+  shift
+done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/held-out-check.sh [--reuse] ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 robot=$1 task=$2
@@ -69,3 +76,27 @@ for label, suffix in (("default (phase-aware)", ".phase"), ("published", "")):
 PY
 echo "default detector, by kind of contact (tools/collision_delays.py):"
 /usr/bin/python3 tools/collision_delays.py "$out/collisions.phase.evaluation.json"
+
+if [ "$variants" = 1 ]; then
+  recording "$out/override80-nominal.csv" --cycles 100 --seed $((seed + 13)) --override 0.8 &
+  recording "$out/drift30-nominal.csv" --cycles 100 --seed $((seed + 13)) --drift 0.3 &
+  wait
+  recording "$out/override80-collisions.csv" --cycles 51 --seed $((seed + 14)) --override 0.8 --contacts 50 &
+  recording "$out/drift30-collisions.csv" --cycles 51 --seed $((seed + 14)) --drift 0.3 --contacts 50 &
+  wait
+  for variant in override80 drift30; do
+    "$wg" evaluate --profile "$out/profile-phase.json" "$out/$variant-nominal.csv" --out "$out/$variant-nominal.phase.evaluation.json" > /dev/null &
+    "$wg" evaluate --profile "$out/profile-phase.json" "$out/$variant-collisions.csv" --out "$out/$variant-collisions.phase.evaluation.json" > /dev/null &
+    wait
+  done
+  /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+for variant, label in (("override80", "speed override 80 %"), ("drift30", "friction drift +30 %")):
+    nom = json.load(open(f"{out}/{variant}-nominal.phase.evaluation.json"))["totals"]
+    col = json.load(open(f"{out}/{variant}-collisions.phase.evaluation.json"))["runs"][0]["summary"]
+    big = [c for c in col["collision_details"] if c["peak_force"] >= 50]
+    print(f"default (phase-aware), {label}: false stop events {nom['false_stop_events']} in {nom['clean_cycles']} nominal "
+          f"cycles; collisions >= 50 N detected {sum(c['detected'] for c in big)}/{len(big)}, all {col['detected']}/{col['collisions']}")
+PY
+fi

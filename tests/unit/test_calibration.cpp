@@ -323,8 +323,8 @@ TEST_CASE("the split halves hold every kind of cycle of a task that cycles throu
             std::size_t in[2] = {0, 0};
             for (std::size_t c = variant; c < 100; c += period) ++in[halves[c]];
             INFO("period " << period << ", variant " << variant << ": " << in[0] << " / " << in[1]);
-            CHECK(in[0] >= 0.4 * static_cast<double>(in[0] + in[1]));
-            CHECK(in[1] >= 0.4 * static_cast<double>(in[0] + in[1]));
+            CHECK(static_cast<double>(in[0]) >= 0.4 * static_cast<double>(in[0] + in[1]));
+            CHECK(static_cast<double>(in[1]) >= 0.4 * static_cast<double>(in[0] + in[1]));
         }
     }
     CHECK(calibration_halves(10).size() == 10);
