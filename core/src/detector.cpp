@@ -495,8 +495,8 @@ Decision Detector::update(const Sample& sample) {
             // the score stays with the whole deviation: discounting the band there too let the
             // partner drift on the VP-6242-like at 70 %, a CUSUM stop with the Gumbel limits)
             const double deviation = resting_level_unknown(j) ? 0.0
-                                     : moved_[j]              ? std::abs(near_deviation(j, candidate).deviation)
-                                                              : std::abs(near_deviation(j, candidate).deviation) - friction_band(j, candidate, off_speed);
+                                                              : std::abs(near_deviation(j, candidate).deviation) -
+                                                                    (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }
@@ -659,8 +659,7 @@ Decision Detector::update(const Sample& sample) {
             const bool level_unknown = resting_level_unknown(j);
             if ((band_open && reference_rest_[j][partner]) || level_unknown) {
                 if (rest_samples_[j] < kRestSamples) {
-                    const double hold = level_unknown ? std::abs(deviation) : ev.friction_band;
-                    rest_offset_[j] += std::clamp(deviation, -hold, hold) / kRestSamples;
+                    rest_offset_[j] += (level_unknown ? deviation : std::clamp(deviation, -ev.friction_band, ev.friction_band)) / kRestSamples;
                     ++rest_samples_[j];
                 } else {
                     // (never more than the deviation itself: inside the reference's range is
