@@ -845,6 +845,28 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         std::vector<double> floors(profile.joints);
         for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector->noise_scale(j);
         profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors);
+        // What the friction-drift model learns in nominal operation: the calibration recordings
+        // once more through the phase-aware detector as it will run. Its largest Coulomb change
+        // per joint is the level past which the friction has changed, and a resting joint then no
+        // longer holds the reference's torque (Detector::friction_band_open).
+        if (profile.speed && profile.phase->drift_rate > 0) {
+            Detector phase_detector(profile);
+            std::vector<double> learned(profile.joints, 0.0), tau(profile.joints), q(profile.joints);
+            for (const auto& nom : nominal) {
+                const Recording& rec = *nom.recording;
+                phase_detector.reset();
+                for (std::size_t i = 0; i < rec.size(); ++i) {
+                    phase_detector.update(rec.sample(i, tau, q));
+                    for (std::size_t j = 0; j < profile.joints; ++j) {
+                        learned[j] = std::max(learned[j], std::abs(phase_detector.friction_drift(j)[0]));
+                    }
+                }
+            }
+            profile.phase->drift_coulomb_nominal = learned;
+            profile.phase->derivation["drift_coulomb_nominal"] =
+                "largest |Coulomb change| the drift model learned per joint on these recordings, the phase-aware detector "
+                "running as in operation; a larger one in operation opens a resting joint's friction band";
+        }
     }
     profile.calibration = {{"nominal", files},
                            {"windows", windows},

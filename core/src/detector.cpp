@@ -330,7 +330,16 @@ bool Detector::friction_band_open(std::size_t joint, bool off_speed) const {
     // A joint that has not moved since the stream began holds whatever torque its friction held
     // when it came to rest before the stream, which no sample showed (a stream that starts with the
     // robot resting at home; the planar arm's test: 1.6 F held there stopped the robot).
-    return !friction_band_.empty() && (off_speed || !moved_[joint]);
+    // Where the friction itself has changed (drift as the robot warms up), a joint comes to rest
+    // holding another torque than the reference's, too (held-out KR6-like at +30 % friction:
+    // joint 1 stood in a wait holding -0.36 Nm where the reference held 1.8 Nm, a CUSUM stop).
+    return !friction_band_.empty() && (off_speed || !moved_[joint] || friction_changed(joint));
+}
+
+bool Detector::friction_changed(std::size_t joint) const {
+    if (!profile_.phase) return false;
+    const std::vector<double>& nominal = profile_.phase->drift_coulomb_nominal;
+    return joint < nominal.size() && std::abs(friction_[joint][0]) > nominal[joint];
 }
 
 double Detector::friction_band(std::size_t joint, std::size_t partner, bool off_speed) const {

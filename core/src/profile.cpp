@@ -74,6 +74,16 @@ void Profile::validate() const {
         if (!(phase->drift_rate >= 0 && phase->drift_rate < 1)) {
             throw std::invalid_argument(fmt::format("drift rate must be in [0, 1), got {}", phase->drift_rate));
         }
+        if (!phase->drift_coulomb_nominal.empty() && phase->drift_coulomb_nominal.size() != joints) {
+            throw std::invalid_argument(fmt::format("drift_coulomb_nominal has {} values; expected one per joint ({})",
+                                                    phase->drift_coulomb_nominal.size(), joints));
+        }
+        for (std::size_t j = 0; j < phase->drift_coulomb_nominal.size(); ++j) {
+            if (!(phase->drift_coulomb_nominal[j] >= 0) || !std::isfinite(phase->drift_coulomb_nominal[j])) {
+                throw std::invalid_argument(fmt::format("joint {}: drift_coulomb_nominal is {}; expected a finite value >= 0", j + 1,
+                                                        phase->drift_coulomb_nominal[j]));
+            }
+        }
     }
     if (speed) {
         // One value per joint and reference sample in every table of the speed model (its
@@ -177,6 +187,7 @@ nlohmann::json to_json(const Profile& p) {
                               {"drift_rate", p.phase->drift_rate},
                               {"cusum_reference", p.phase->cusum_reference},
                               {"cusum_limit", p.phase->cusum_limit},
+                              {"drift_coulomb_nominal", p.phase->drift_coulomb_nominal},
                               {"derivation", p.phase->derivation},
                               {"rule1", rule1}};
     }
@@ -270,6 +281,7 @@ Profile profile_from_json(const nlohmann::json& j) {
         s.cusum_reference = ph.value("cusum_reference", 0.5);
         s.cusum_limit = ph.value("cusum_limit", 0.0);
         s.rule1 = typed<std::vector<std::vector<double>>>(ph, "rule1", "phase_aware");
+        if (ph.contains("drift_coulomb_nominal")) s.drift_coulomb_nominal = typed<std::vector<double>>(ph, "drift_coulomb_nominal", "phase_aware");
         if (ph.contains("derivation")) s.derivation = ph.at("derivation");
         p.phase = std::move(s);
     }

@@ -1,5 +1,6 @@
 // The speed model: derivatives from sampled angles, the fit on the planar arm, the detector's speed
 // estimate, and the profile's JSON form.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -188,4 +189,63 @@ TEST_CASE("a joint resting since the stream began may hold its dry friction, and
     CHECK(stops_before_moving(no_model, 1.6 * F, 0.0, moves_at) == 0);
     CHECK(stops_before_moving(no_model, 0.0, 0.0, moves_at) == 0);
     CHECK(stops_before_moving(no_model, 1.6 * F, 4.0 * F, pre / 2) > 0);
+}
+
+TEST_CASE("friction that changed beyond what calibration learned opens a moved joint's friction band", "[dynamics][friction]") {
+    // Calibration runs the friction-drift model over its nominal recordings and keeps the largest
+    // Coulomb change it learned per joint; in operation a larger one means the friction changed,
+    // so a joint coming to rest may hold another torque than the reference's.
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile profile = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(profile.phase.has_value());
+    const auto& learned = profile.phase->drift_coulomb_nominal;
+    REQUIRE(learned.size() == profile.joints);
+    for (double v : learned) CHECK((v >= 0.0 && std::isfinite(v)));
+    CHECK(*std::max_element(learned.begin(), learned.end()) > 0.0);  // the model learns something from noise
+
+    // The calibration recording itself, run as in operation: never past its own largest change.
+    const auto changed_samples = [&](const Recording& rec, std::vector<std::size_t>& open_moved) {
+        Detector detector(profile);
+        std::vector<double> tau(rec.joints()), q(rec.joints());
+        std::size_t changed = 0;
+        open_moved.assign(rec.joints(), 0);
+        for (std::size_t i = 0; i < rec.size(); ++i) {
+            detector.update(rec.sample(i, tau, q));
+            for (std::size_t j = 0; j < rec.joints(); ++j) {
+                changed += detector.friction_changed(j);
+                // at the recorded speed, for a joint that has moved: open only by the changed friction
+                if (i > 100 && detector.friction_changed(j) && detector.friction_band_open(j, false)) ++open_moved[j];
+            }
+        }
+        return changed;
+    };
+    std::vector<std::size_t> open_moved;
+    CHECK(changed_samples(test::long_nominal_recording(), open_moved) == 0);
+
+    // Friction rising by 30 % over 60 cycles: the learned change passes the calibrated one and the
+    // band opens.
+    planar_arm::RunOptions opt;
+    opt.cycles = 60;
+    opt.seed = 78;
+    opt.friction_drift = 0.3;
+    const Recording drifting = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const std::size_t changed = changed_samples(drifting, open_moved);
+    INFO("samples x joints with changed friction: " << changed << " of " << drifting.size() * drifting.joints());
+    CHECK(changed > drifting.size() / 10);
+    CHECK(*std::max_element(open_moved.begin(), open_moved.end()) > 0);
+
+    // Its JSON form, and a bad value refused by name.
+    const Profile back = profile_from_json(to_json(profile));
+    REQUIRE(back.phase->drift_coulomb_nominal.size() == profile.joints);
+    for (std::size_t j = 0; j < profile.joints; ++j) CHECK(back.phase->drift_coulomb_nominal[j] == Approx(learned[j]));
+    auto j = to_json(profile);
+    j["phase_aware"]["drift_coulomb_nominal"][1] = -0.5;
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("joint 2: drift_coulomb_nominal is -0.5") && Catch::Contains(">= 0"));
+    j = to_json(profile);
+    j["phase_aware"]["drift_coulomb_nominal"].erase(0);
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("drift_coulomb_nominal has 2 values; expected one per joint (3)"));
+    // A profile from before it was kept: the band never opens on drift.
+    j = to_json(profile);
+    j["phase_aware"].erase("drift_coulomb_nominal");
+    CHECK(profile_from_json(j).phase->drift_coulomb_nominal.empty());
 }
