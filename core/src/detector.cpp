@@ -181,21 +181,15 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
     }
     payload_applied_.assign(profile_.joints, 0.0);
-    if (profile_.payload) {
-        // The reference unloaded: less its declared payload's torques J_p^T m (a - g) at its own
-        // angles and tool point accelerations (divided by its lever lengths for KA-mDTW).
-        const auto& pm = *profile_.payload;
+    if (!profile_.reference.payload.empty()) {
+        // The declared payload marks the phase (a part carried or none), with or without a model
+        // of its torques (held-out LR Mate-like, motor current without a model: the robot declared
+        // its grasp while the partner sat in the reference's wait before the grasp, 0.07 A off on
+        // joint 3 for 2 samples, a stop).
+        // Where the reference's carrying state next changes after each sample, and where the run
+        // of that state began (n_ref and 0 when it does not).
         const std::size_t size = profile_.reference.size();
         reference_payload_ = profile_.reference.payload;
-        payload_acceleration_ = tool_point_acceleration(pm.model, profile_.reference.t, profile_.reference.q);
-        payload_frames_.resize(profile_.joints + 2);
-        payload_columns_.assign(profile_.joints, Eigen::Vector3d::Zero());
-        payload_inertial_.assign(profile_.joints, std::vector<double>(size, 0.0));
-        payload_total_.assign(profile_.joints, std::vector<double>(size, 0.0));
-        payload_error_ = pm.relative_error;
-        payload_error_.resize(profile_.joints, 0.0);  // a model without its error (made by hand): none
-        // Where the reference's carrying state (a part or none) next changes after each sample,
-        // and where the run of that state began (n_ref and 0 when it does not).
         payload_next_.assign(size, size);
         payload_previous_.assign(size, 0);
         for (std::size_t k = size - 1; k-- > 0;) {
@@ -204,6 +198,19 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         for (std::size_t k = 1; k < size; ++k) {
             payload_previous_[k] = (reference_payload_[k - 1] > 0.0) != (reference_payload_[k] > 0.0) ? k : payload_previous_[k - 1];
         }
+    }
+    if (profile_.payload) {
+        // The reference unloaded: less its declared payload's torques J_p^T m (a - g) at its own
+        // angles and tool point accelerations (divided by its lever lengths for KA-mDTW).
+        const auto& pm = *profile_.payload;
+        const std::size_t size = profile_.reference.size();
+        payload_acceleration_ = tool_point_acceleration(pm.model, profile_.reference.t, profile_.reference.q);
+        payload_frames_.resize(profile_.joints + 2);
+        payload_columns_.assign(profile_.joints, Eigen::Vector3d::Zero());
+        payload_inertial_.assign(profile_.joints, std::vector<double>(size, 0.0));
+        payload_total_.assign(profile_.joints, std::vector<double>(size, 0.0));
+        payload_error_ = pm.relative_error;
+        payload_error_.resize(profile_.joints, 0.0);  // a model without its error (made by hand): none
         std::vector<double> q(profile_.joints), lever(profile_.joints, 1.0);
         const bool ka = profile_.method == MatchingMethod::KaMdtw;
         for (std::size_t k = 0; k < size; ++k) {

@@ -527,6 +527,40 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
     CHECK(hits.truth->detected >= 9);
 }
 
+TEST_CASE("without a payload model the declared payload still marks the phase: the shared partner carries when the robot does",
+          "[sim][payload]") {
+    // A profile without the robot's kinematics has no model of the part's torques, but the
+    // carrying state the robot declares (a part or none) tells the phase of the task all the same:
+    // a sample that declares the grasp belongs where the reference carries the part.
+    const RobotDescription robot = ur5e();
+    const sim::Task task = ur5e_task(true);
+    const Recording reference = record_cell(robot, task, 7, 61, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 12, 62, 1.0, 0);
+    const Recording run = record_cell(robot, task, 10, 63, 1.0, 0);
+    REQUIRE(run.declares_payload());
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE_FALSE(profile.payload.has_value());
+    REQUIRE_FALSE(profile.reference.payload.empty());
+    Detector detector(profile);
+    std::vector<double> tau(run.joints()), q(run.joints());
+    std::size_t judged = 0, disagree = 0, carrying = 0;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        detector.update(run.sample(i, tau, q));
+        if (detector.warming_up()) continue;
+        const std::size_t partner = detector.evaluations()[0].shared.partner;
+        ++judged;
+        carrying += run.payload[i] > 0.0;
+        disagree += (run.payload[i] > 0.0) != (profile.reference.payload[partner] > 0.0);
+    }
+    INFO(disagree << " of " << judged << " samples matched against a reference sample of the other carrying state; "
+                  << carrying << " samples carried the part");
+    CHECK(carrying > judged / 10);
+    CHECK(disagree == 0);
+}
+
 namespace {
 
 // A robot's pick-and-place recorded by the simulated cell, its torques in Nm whatever the robot
