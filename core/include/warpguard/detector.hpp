@@ -48,11 +48,12 @@ struct JointEvaluation {
     // the matched phase, and |deviation| / threshold (> 1 is over).
     double drift = 0.0;
     // The part of |deviation| forgiven as dry friction: while the speed is not the recorded one
-    // and the joint (nearly) stands still, the torque its friction holds depends on how it came
-    // to rest or breaks away, anywhere within +- the fitted Coulomb friction (so up to twice that
-    // from the reference's value), scaled by how still the joint is. Once the joint rests in the
-    // reference, the offset it came to rest with is held and changes from it are judged instead.
-    // 0 at the recorded speed.
+    // (or the joint has not moved since the stream began, or its friction has changed:
+    // friction_band_open) and the joint (nearly) stands still, the torque its friction holds
+    // depends on how it came to rest or breaks away, anywhere within +- the fitted Coulomb
+    // friction (so up to twice that from the reference's value), scaled by how still the joint
+    // is. Once the joint rests in the reference, the offset it came to rest with is held and
+    // changes from it are judged instead. 0 where the band is shut.
     double friction_band = 0.0;
     // The part of |deviation| forgiven as the payload model's uncertainty: its relative error
     // (calibrated) times the torque of the difference between the payload this sample declares and
