@@ -346,7 +346,7 @@ bool Detector::friction_band_open(std::size_t joint, bool off_speed) const {
 bool Detector::friction_changed(std::size_t joint) const {
     if (!profile_.phase) return false;
     const std::vector<double>& nominal = profile_.phase->drift_coulomb_nominal;
-    return joint < nominal.size() && std::abs(friction_[joint][0]) > nominal[joint];
+    return joint < nominal.size() && std::abs(friction_[joint][0]) > kFrictionChangeFactor * nominal[joint];
 }
 
 double Detector::friction_band(std::size_t joint, std::size_t partner, bool off_speed) const {
