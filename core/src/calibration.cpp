@@ -865,7 +865,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             profile.phase->drift_coulomb_nominal = learned;
             profile.phase->derivation["drift_coulomb_nominal"] =
                 "largest |Coulomb change| the drift model learned per joint on these recordings, the phase-aware detector "
-                "running as in operation; a larger one in operation opens the friction band of a still joint";
+                "running as in operation; one over twice it in operation opens the friction band of a still joint";
         }
     }
     profile.calibration = {{"nominal", files},

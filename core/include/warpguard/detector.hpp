@@ -119,8 +119,9 @@ public:
     // Whether joint `joint`'s dry-friction band is open, and its width at reference sample
     // `partner` (0 where shut): the torque the joint may hold anywhere within, unjudged.
     bool friction_band_open(std::size_t joint, bool off_speed) const;
-    // The friction-drift model has learned a larger Coulomb change on `joint` than it ever did on
-    // the calibration recordings (PhaseAwareSettings::drift_coulomb_nominal): the friction changed.
+    // The friction-drift model has learned a Coulomb change on `joint` more than twice the largest
+    // it learned on the calibration recordings (PhaseAwareSettings::drift_coulomb_nominal): the
+    // friction changed.
     bool friction_changed(std::size_t joint) const;
     double friction_band(std::size_t joint, std::size_t partner, bool off_speed) const;
     // Without a friction band (no speed model: an unsigned current, or no kinematic model), the

@@ -42,7 +42,7 @@ struct PhaseAwareSettings {
     double cusum_limit = 0.0;       // accumulated ratio that means STOP (0: no CUSUM rule)
     std::vector<std::vector<double>> rule1;  // [joint][reference sample] threshold on |deviation - drift|
     // [joint] the largest |Coulomb change| the friction-drift model learned on the calibration
-    // recordings (nominal operation); a larger one in operation means the friction has changed.
+    // recordings (nominal operation); one over twice it in operation means the friction has changed.
     // Empty: not measured (a profile from before it was kept, or no drift tracking).
     std::vector<double> drift_coulomb_nominal;
     nlohmann::json derivation = nlohmann::json::object();  // how margin and thresholds were obtained
