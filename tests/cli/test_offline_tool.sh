@@ -23,6 +23,12 @@ check "calibrate prints the thresholds table" grep -q '^3 ' calibrate.txt
 check "calibrate says how the margin was derived" grep -qi 'margin' calibrate.txt
 "$wg" calibrate --detector published --reference ref.csv --nominal nom.csv --window 16 --out published.json > published.txt 2>&1
 check "the published detector calibrates too" grep -q '"detector": "published"' published.json
+"$wg" calibrate --reference ref.csv --nominal nom.csv --window 16 --cusum-reference 0.8 --out cusum.json > cusum.txt 2>&1
+check "--cusum-reference reaches the profile" grep -q '"cusum_reference": 0.8' cusum.json
+check "the calibration output names the CUSUM reference it used" grep -q 'CUSUM of the ratio over 0.80' cusum.txt
+"$wg" calibrate --reference ref.csv --nominal nom.csv --cusum-reference -1 --out x.json > cusum-bad.txt 2>&1
+check "a negative --cusum-reference is refused" test $? -ne 0
+check "the refusal names the option and the value" grep -q -- '--cusum-reference.*-1\|-1.*--cusum-reference' cusum-bad.txt
 "$arm" --out few-nominal.csv --cycles 4 --seed 34 >/dev/null || exit 2
 "$wg" calibrate --reference ref.csv --nominal few-nominal.csv --out x.json > few-nominal.txt 2>&1
 check "the default detector refuses too few nominal cycles" test $? -ne 0

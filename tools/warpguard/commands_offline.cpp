@@ -90,6 +90,7 @@ struct CalibrateArgs {
     double drift_cycles = CalibrationOptions{}.drift_cycles;  // one documented default (calibration.hpp)
     std::string ka_joints;
     std::size_t neighbourhood = 0;
+    double cusum_reference = CalibrationOptions{}.cusum_reference;  // one documented default (calibration.hpp)
     std::string out;
 };
 
@@ -112,6 +113,7 @@ void run_calibrate(const CalibrateArgs& a) {
     opt.target_cycles_per_false_stop = a.target_cycles;
     opt.drift_cycles = a.drift_cycles;
     opt.neighbourhood = a.neighbourhood;
+    opt.cusum_reference = a.cusum_reference;
     if (opt.method == MatchingMethod::KaMdtw) {
         if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
@@ -483,6 +485,9 @@ void register_calibrate(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--drift-cycles", args->drift_cycles, "Phase-aware: drift time constant in cycles (0 = off)")->capture_default_str();
     cmd->add_option("--neighbourhood", args->neighbourhood, "Phase-aware: +- reference samples pooled (0 = the window m)")->capture_default_str();
+    cmd->add_option("--cusum-reference", args->cusum_reference,
+                    "Phase-aware: ratio above which deviations accumulate towards the CUSUM limit (0 = no CUSUM)")
+        ->capture_default_str()->check(CLI::Range(0.0, 100.0));
     cmd->add_option("--out", args->out, "Profile JSON to write")->required();
     cmd->callback([args] { run_calibrate(*args); });
 }
