@@ -22,17 +22,12 @@ reuse=0
 if [ "${1:-}" = "--reuse" ]; then reuse=1; shift; fi
 out=${1:-build/benchmarks}
 bash scripts/install-deps.sh
-if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get install -y -qq --no-install-recommends python3-matplotlib > /dev/null
-fi
+. scripts/record-helper.sh
+python_module matplotlib python3-matplotlib
 bash scripts/build.sh > /dev/null
 sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 mkdir -p "$out"
-
-. scripts/record-helper.sh
 
 run_robot() {
   local robot=$1 seed=$2

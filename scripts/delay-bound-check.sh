@@ -15,11 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build/benchmarks}
 bash scripts/install-deps.sh
-if ! /usr/bin/python3 -c "import numpy" 2>/dev/null; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get install -y -qq --no-install-recommends python3-numpy > /dev/null
-fi
+. scripts/record-helper.sh
+python_module numpy python3-numpy
 bash scripts/build.sh > /dev/null
 sim=build/samples/sim/warpguard-sim
 
