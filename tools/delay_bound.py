@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""How fast could any detector stop for these collisions? A noise-limited bound on the delay.
+"""How fast could a detector with WarpGuard's rules stop for these collisions, if it knew the signal
+the robot would have read without them? A noise-limited reference for the delay.
 
     delay_bound.py COLLISIONS.csv TWIN.csv EVALUATION.json [--target-cycles 1000] [--window 30]
 
@@ -9,11 +10,13 @@ draws its reading noise, timing jitter and cycle rates from the seed alone, so u
 contact the two files are identical sample for sample, and at every later sample they differ by
 what the contacts did.
 
-The bound is WarpGuard's own pair of rules in an ideal detector that knows the twin: the signal
-the robot would have read at this very sample without the contact, noise included. What it judges
-is then the contact's effect plus a real reading's noise, |reading - twin| / sd per joint (sd: the
-robust spread of the twin's second differences, as the detector estimates its noise level from
-its reference, detector.cpp). It stops when that ratio stays over a level for two samples in a row
+The bound is WarpGuard's own pair of rules in an ideal detector that knows the twin: the value
+this very sample would have read without the contact. The twin carries the same noise draws as the
+collision run, so reading - twin is the contact's effect alone; the ideal detector sees it through
+one reading's noise: |reading - twin + e| / sd per joint, e an independent Gaussian draw of sd per
+sample and joint (fixed seed; another draw moves a run's median delay by a millisecond or two), sd
+the robust spread of the twin's second differences, as the detector estimates its noise level from
+its reference (detector.cpp). It stops when that ratio stays over a level for two samples in a row
 (the default persistence) or when its CUSUM over 1.5 (half of WarpGuard's floor of 3 sd, as its
 CUSUM reference of 0.5) passes a limit. Level and limit are fitted like WarpGuard's margin and CUSUM
 limit, each for half the false-stop budget (one stop per 2 x TARGET cycles), but on the noise
@@ -30,11 +33,11 @@ Prints one JSON object: per contact kind (impacts <= 60 ms, pushes) and for all,
 detected and delay medians, for the bound and for WarpGuard."""
 import argparse
 import json
-
-import numpy as np
 import math
 import statistics
 import sys
+
+import numpy as np
 
 
 def read_csv(path):
