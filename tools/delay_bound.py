@@ -120,7 +120,8 @@ def main():
     for i in range(n):
         if c[i][seq_c] != tw[i][seq_t] or (i < first and any(c[i][x] != tw[i][y] for x, y in zip(tau_c, tau_t))):
             raise SystemExit(f"delay_bound: {a.twin} is not the twin of {a.collisions}: they differ at sample {i}, "
-                             f"before the first contact (sample {first}); record it with the same command and seed, without --contacts")
+                             f"in {'sequence number' if c[i][seq_c] != tw[i][seq_t] else 'a joint signal'} (the first contact is at sample "
+                             f"{first}); record it with the same command and seed, without --contacts")
 
     sd = [noise_sd([row[y] for row in tw[:n]]) for y in tau_t]
     cycles = len({row[cycle_c] for row in c[:n]})
