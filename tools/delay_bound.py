@@ -174,16 +174,16 @@ def main():
             i += 1
 
     def summary(selected):
-        out = {"contacts": len(selected)}
+        ge50 = [x for x in selected if x["peak"] >= 50]
+        out = {"contacts": len(selected), "contacts_ge50": len(ge50)}
         for who in ("bound", "warpguard"):
             delays = [x[who] for x in selected if x[who] is not None]
-            out[who] = {"detected": len(delays), "median_ms": 1000 * statistics.median(delays) if delays else None}
-            ge50 = [x for x in selected if x["peak"] >= 50]
-            out[who]["detected_ge50"] = sum(1 for x in ge50 if x[who] is not None)
-        out["contacts_ge50"] = sum(1 for x in selected if x["peak"] >= 50)
+            out[who] = {"detected": len(delays), "median_ms": 1000 * statistics.median(delays) if delays else None,
+                        "detected_ge50": sum(1 for x in ge50 if x[who] is not None)}
         return out
 
-    result = {"level": level, "cusum_reference": CUSUM_REFERENCE, "cusum_limit": limit, "noise_sd": sd, "samples_per_cycle": per_cycle, "target_cycles": a.target_cycles,
+    result = {"level": level, "cusum_reference": CUSUM_REFERENCE, "cusum_limit": limit, "noise_sd": sd,
+              "samples_per_cycle": per_cycle, "target_cycles": a.target_cycles,
               "impacts": summary([x for x in contacts if x["kind"] == "impact"]),
               "pushes": summary([x for x in contacts if x["kind"] == "push"]),
               "all": summary(contacts),
