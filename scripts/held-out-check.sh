@@ -5,23 +5,27 @@
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
 # (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
 #
-#   bash scripts/held-out-check.sh [--reuse] [--variants] ROBOT.json TASK.json [OUT_DIR]
-#   (about 20 minutes; --variants: about 10 more)
+#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] ROBOT.json TASK.json [OUT_DIR]
+#   (about 20 minutes; --variants: about 10 more; --bound: about 1 more)
 #
 # The robots and tasks in samples/held-out/ are for this: see samples/held-out/README.md.
 # --reuse keeps recordings already in OUT_DIR and only identifies, calibrates and evaluates again.
 # --variants also runs the task at speed override 80 % and with friction drift +30 % (100 nominal
 # and 50 collision cycles each), judged by the same profile: disturbances calibration never saw.
+# --bound also records the collision run's twin (the same command and seed without the contacts)
+# and prints the noise-limited reference for the delay beside the default detector
+# (tools/delay_bound.py, as scripts/delay-bound-check.sh does for the suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reuse=0 variants=0
-while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ]; do
+reuse=0 variants=0 bound=0
+while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ]; do
   [ "$1" = "--reuse" ] && reuse=1
   [ "$1" = "--variants" ] && variants=1
+  [ "$1" = "--bound" ] && bound=1
   shift
 done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 robot=$1 task=$2
@@ -98,5 +102,25 @@ for variant, label in (("override80", "speed override 80 %"), ("drift30", "frict
     big = [c for c in col["collision_details"] if c["peak_force"] >= 50]
     print(f"default (phase-aware), {label}: false stop events {nom['false_stop_events']} in {nom['clean_cycles']} nominal "
           f"cycles; collisions >= 50 N detected {sum(c['detected'] for c in big)}/{len(big)}, all {col['detected']}/{col['collisions']}")
+PY
+fi
+
+if [ "$bound" = 1 ]; then
+  python_module numpy python3-numpy
+  # The twin repeats the collision run's recording above without --contacts (keep them the same).
+  recording "$out/collisions.twin.csv" --cycles 101 --seed $((seed + 4))
+  /usr/bin/python3 tools/delay_bound.py "$out/collisions.csv" "$out/collisions.twin.csv" \
+    "$out/collisions.phase.evaluation.json" > "$out/collisions.delay-bound.json"
+  /usr/bin/python3 - "$out/collisions.delay-bound.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def cell(who):
+    a, i, p = d["all"][who], d["impacts"][who], d["pushes"][who]
+    ms = lambda v: "-" if v is None else f"{v:.0f} ms"
+    return (f"{a['detected']}/{d['all']['contacts']} detected, >= 50 N {a['detected_ge50']}/{d['all']['contacts_ge50']}, "
+            f"median {ms(a['median_ms'])} (impacts {ms(i['median_ms'])}, pushes {ms(p['median_ms'])})")
+print(f"delay bound (an ideal detector that knows the twin, WarpGuard's rules; level {d['level']:.2f} sd, "
+      f"CUSUM over {d['cusum_reference']:g} sd to {d['cusum_limit']:.1f} sd-samples): {cell('bound')}")
+print(f"default detector on the same contacts: {cell('warpguard')}")
 PY
 fi
