@@ -61,7 +61,7 @@ print("into the varying move, pick-and-place, reference with one place (files in
 print()
 print("| robot | joint | scaled | deviation: KA-mDTW | deviation: mDTW | torque: KA-mDTW | torque: mDTW | deviation error KA-mDTW (N) | mDTW (Nm) | DTW on KA span (Nm) |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-total = {"deviation": [0, 0, 0], "loaded": [0, 0, 0]}
+total = {"deviation": [0, 0, 0, 0, 0], "loaded": [0, 0, 0, 0, 0]}
 for robot in ("ur5e-like", "irb120-like", "vp6242-like"):
     res = {s: json.load(open("%s/%s/%s-matching.json" % (out, robot, s))) for s in ("deviation", "loaded")}
     windows = len(res["deviation"]["windows"])
@@ -74,8 +74,12 @@ for robot in ("ur5e-like", "irb120-like", "vp6242-like"):
                 total[s][0] += j["ka_right"]
                 total[s][1] += j["mdtw_right"]
                 total[s][2] += windows
+                total[s][3] += j["ka_only"]
+                total[s][4] += j["mdtw_only"]
 print()
 for s, label in (("deviation", "the load's deviation"), ("loaded", "the torques")):
-    ka, md, n = total[s]
-    print("- scaled joints, %s: right phase KA-mDTW %d/%d (%.1f %%), mDTW %d/%d (%.1f %%)" % (label, ka, n, 100.0 * ka / max(n, 1), md, n, 100.0 * md / max(n, 1)))
+    ka, md, n, ka_only, md_only = total[s]
+    print("- scaled joints, %s: right phase KA-mDTW %d/%d (%.1f %%), mDTW %d/%d (%.1f %%); KA-mDTW right where mDTW is wrong "
+          "in %d windows, mDTW right where KA-mDTW is wrong in %d" % (label, ka, n, 100.0 * ka / max(n, 1), md, n,
+                                                                       100.0 * md / max(n, 1), ka_only, md_only))
 PY

@@ -91,11 +91,13 @@ def ka_section(suite):
                            f"{row['ka_right']}/{w} | {row['mdtw_right']}/{w} | {row['ka_cost']:.4g} | {row['mdtw_cost']:.4g} | "
                            f"{row['dtw_on_ka_span']:.4g} |")
                 if row["scaled"]:
-                    t = totals.setdefault(task, [0, 0, 0])
+                    t = totals.setdefault(task, [0, 0, 0, 0, 0])
                     t[0] += row["ka_right"]; t[1] += row["mdtw_right"]; t[2] += w
+                    t[3] += row["ka_only"]; t[4] += row["mdtw_only"]
     out.append("")
-    for task, (k, p, w) in totals.items():
-        out.append(f"- {task}, scaled joints of all robots: right phase KA-mDTW {k}/{w} ({pct(k, w)}), mDTW {p}/{w} ({pct(p, w)}).")
+    for task, (k, p, w, ko, po) in totals.items():
+        out.append(f"- {task}, scaled joints of all robots: right phase KA-mDTW {k}/{w} ({pct(k, w)}), mDTW {p}/{w} ({pct(p, w)}); "
+                   f"KA-mDTW right where mDTW is wrong in {ko} windows, mDTW right where KA-mDTW is wrong in {po}.")
     out += ["", "Detection on the varying task, same detector, same calibration cycles: false stop events per 1,000",
             "nominal cycles, collisions ≥ 50 N detected, all detected, delay median / p95.", "",
             "| robot | task | method | false stops / 1,000 cycles | detected ≥ 50 N | detected, all | delay median / p95 |",

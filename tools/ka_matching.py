@@ -9,7 +9,8 @@ motion intervals of each cycle; the varying one is the move whose end pose diffe
 For windows ending 40 % and 80 % into that move in cycles whose variant differs from the
 reference's, `warpguard match` gives the span each profile matched; a match is in the right phase
 when its end lies in the reference's own varying move. Prints JSON: per joint the share of windows
-matched to the right phase and the mean cumulative matching errors (KA-mDTW, mDTW, classic DTW of the
+matched to the right phase (and in how many only one of the two methods was right) and the mean
+cumulative matching errors (KA-mDTW, mDTW, classic DTW of the
 raw window on the KA-chosen span)."""
 import json, subprocess, sys
 
@@ -122,13 +123,17 @@ def right_phase(end):
     return any(a <= end <= b + 5 for a, b in ref_moves)
 
 
-rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_cost": 0.0, "mdtw_cost": 0.0, "dtw_on_ka_span": 0.0}
-        for j in range(1, joints + 1)]
+# ka_only / mdtw_only: windows in which one method found the right phase and the other did not.
+rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_only": 0, "mdtw_only": 0, "ka_cost": 0.0, "mdtw_cost": 0.0,
+         "dtw_on_ka_span": 0.0} for j in range(1, joints + 1)]
 for index in windows:
     ka, md = match(ka_profile, index), match(mdtw_profile, index)
     for row, k, m in zip(rows, ka, md):
-        row["ka_right"] += right_phase(k["reference_end"])
-        row["mdtw_right"] += right_phase(m["reference_end"])
+        ka_right, mdtw_right = right_phase(k["reference_end"]), right_phase(m["reference_end"])
+        row["ka_right"] += ka_right
+        row["mdtw_right"] += mdtw_right
+        row["ka_only"] += ka_right and not mdtw_right
+        row["mdtw_only"] += mdtw_right and not ka_right
         row["ka_cost"] += k["cost"] / len(windows)
         row["mdtw_cost"] += m["cost"] / len(windows)
         row["dtw_on_ka_span"] += k["dtw_cost_on_span"] / len(windows)
