@@ -10,8 +10,7 @@ For windows ending 40 % and 80 % into that move in cycles whose variant differs 
 reference's, `warpguard match` gives the span each profile matched; a match is in the right phase
 when its end lies in the reference's own varying move. Prints JSON: per joint the share of windows
 matched to the right phase (and in how many only one of the two methods was right) and the mean
-cumulative matching errors (KA-mDTW, mDTW, classic DTW of the
-raw window on the KA-chosen span)."""
+cumulative matching errors (KA-mDTW, mDTW, classic DTW of the raw window on the KA-chosen span)."""
 import json, subprocess, sys
 
 wg, ref_csv, run_csv, mdtw_profile, ka_profile, task = sys.argv[1:7]
