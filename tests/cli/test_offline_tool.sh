@@ -49,6 +49,27 @@ check "collision_delays.py summarises the run: 5 of 5 detected" grep -q '^all: 5
 "$wg" match --profile profile.json --run col.csv --index 500 --joint 2 --json > match.json 2>&1
 check "match exits 0" test $? -eq 0
 check "match reports the span" grep -q '"reference_start"' match.json
+# Several indices: one replay, a JSON array whose entries are what single calls print; --window
+# matches a longer window than the profile's m (thesis §4.5's whole sections).
+"$wg" match --profile profile.json --run col.csv --index 300,500 --joint 2 --json > match2.json 2>&1
+check "match with two indices exits 0" test $? -eq 0
+check "match with two indices gives the single call's answer for each" python3 - match2.json match.json <<'PY'
+import json, subprocess, sys
+both, single = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert isinstance(both, list) and [d["index"] for d in both] == [300, 500], both
+for key in ("reference_start", "reference_end", "cost", "joints"):
+    assert both[1][key] == single[key], (key, both[1][key], single[key])
+PY
+"$wg" match --profile profile.json --run col.csv --index 500 --joint 2 --window 120 --json > match-long.json 2>&1
+check "match --window 120 matches a 120-sample window" python3 -c "
+import json, sys
+d = json.load(open('match-long.json'))
+assert d['window'] == 120 and d['reference_end'] >= d['reference_start'], d
+assert json.load(open('match.json'))['window'] == 16" 
+"$wg" match --profile profile.json --run col.csv --index 500,300 > match-order.txt 2>&1
+check "decreasing indices are refused, naming both" grep -q -- "--index: 300 after 500" match-order.txt
+"$wg" match --profile profile.json --run col.csv --index 500 --window 1 > match-w1.txt 2>&1
+check "--window 1 is refused" grep -q -- "--window 1: mDTW needs a window of >= 2 samples" match-w1.txt
 
 "$wg" envelope ref.csv --out limits.json > envelope.txt 2>&1
 check "envelope exits 0" test $? -eq 0

@@ -337,28 +337,16 @@ void run_evaluate(const EvaluateArgs& a) {
 struct MatchArgs {
     std::string profile;
     std::string run;
-    std::size_t index = 0;
+    std::vector<std::size_t> indices;
     std::size_t joint = 1;
+    std::size_t window = 0;  // 0: the profile's m
     bool path = false;
     bool json = false;
 };
 
-void run_match(const MatchArgs& a) {
-    Detector detector(load_profile(a.profile));
-    const Recording rec = read_recording(a.run);
-    if (rec.joints() != detector.joints()) {
-        throw std::invalid_argument(fmt::format("{}: has {} joints; the profile has {}", a.run, rec.joints(), detector.joints()));
-    }
-    if (a.index >= rec.size()) {
-        throw std::invalid_argument(fmt::format("--index {} is outside {} ({} samples, 0-based)", a.index, a.run, rec.size()));
-    }
-    if (a.joint < 1 || a.joint > detector.joints()) {
-        throw std::invalid_argument(fmt::format("--joint {} is not a joint of this robot (1..{})", a.joint, detector.joints()));
-    }
-    // Feed the stream up to the index, exactly as in operation, so the window is what the detector saw.
-    std::vector<double> tau(rec.joints()), q(rec.joints());
-    Decision decision;
-    for (std::size_t i = 0; i <= a.index; ++i) decision = detector.update(rec.sample(i, tau, q));
+// What the detector matched at `index` (just fed): printed, or added to `docs` with --json.
+void report_match(const MatchArgs& a, const Detector& detector, const Recording& rec, std::size_t index,
+                  const Decision& decision, nlohmann::json& docs) {
     const std::size_t j = a.joint - 1;
     const auto& ev = detector.evaluations()[j];
     const auto window = detector.window(j);
@@ -370,15 +358,15 @@ void run_match(const MatchArgs& a) {
     // The window starts as copies of sample 0, so positions before the stream map to sample 0.
     std::vector<double> raw_window(window.size());
     for (std::size_t k = 0; k < window.size(); ++k) {
-        const long src = static_cast<long>(a.index + 1 + k) - static_cast<long>(window.size());
+        const long src = static_cast<long>(index + 1 + k) - static_cast<long>(window.size());
         raw_window[k] = rec.tau[j][static_cast<std::size_t>(std::max(0L, src))];
     }
     const auto dtw = dtw_match(raw_window, std::span<const double>(raw_ref).subspan(ev.ref_start, ev.ref_end - ev.ref_start + 1));
 
     const auto& th = detector.profile().thresholds[j];
     nlohmann::json doc = {{"file", a.run},
-                          {"index", a.index},
-                          {"t", rec.t[a.index]},
+                          {"index", index},
+                          {"t", rec.t[index]},
                           {"joint", a.joint},
                           {"method", to_string(detector.profile().method)},
                           {"window", window.size()},
@@ -398,7 +386,7 @@ void run_match(const MatchArgs& a) {
         const auto& r = detector.profile().reference.tau[jj];
         std::vector<double> w(window.size());
         for (std::size_t k = 0; k < w.size(); ++k) {
-            const long src = static_cast<long>(a.index + 1 + k) - static_cast<long>(w.size());
+            const long src = static_cast<long>(index + 1 + k) - static_cast<long>(w.size());
             w[k] = rec.tau[jj][static_cast<std::size_t>(std::max(0L, src))];
         }
         const auto d = dtw_match(w, std::span<const double>(r).subspan(e.ref_start, e.ref_end - e.ref_start + 1));
@@ -412,10 +400,10 @@ void run_match(const MatchArgs& a) {
         doc["path"] = steps;
     }
     if (a.json) {
-        std::printf("%s\n", doc.dump(1).c_str());
+        docs.push_back(std::move(doc));
         return;
     }
-    std::printf("%s sample %zu (t = %.4f s), joint %zu, %s, window m = %zu\n", a.run.c_str(), a.index, rec.t[a.index],
+    std::printf("%s sample %zu (t = %.4f s), joint %zu, %s, window m = %zu\n", a.run.c_str(), index, rec.t[index],
                 a.joint, to_string(detector.profile().method).c_str(), window.size());
     std::printf("matched reference span: %zu .. %zu (%zu samples)\n", ev.ref_start, ev.ref_end, ev.ref_end - ev.ref_start + 1);
     std::printf("mDTW cost d(m,end): %.6g; classic DTW on that span: %.6g\n", ev.cost, dtw.cost);
@@ -428,6 +416,44 @@ void run_match(const MatchArgs& a) {
         std::printf("path (i j a(i) b(j)):\n");
         for (const auto& s : path) std::printf("%u %u %.6g %.6g\n", s.i, s.j, window[s.i], ref[s.j]);
     }
+}
+
+void run_match(const MatchArgs& a) {
+    Profile profile = load_profile(a.profile);
+    if (a.window != 0) {
+        // Another window length than the profile's m: the matching alone (thesis §4.5 matches whole
+        // sections of a task); the thresholds were calibrated for m and mean nothing for it.
+        if (a.window < 2) throw std::invalid_argument(fmt::format("--window {}: mDTW needs a window of >= 2 samples", a.window));
+        profile.window = a.window;
+    }
+    Detector detector(std::move(profile));
+    const Recording rec = read_recording(a.run);
+    if (rec.joints() != detector.joints()) {
+        throw std::invalid_argument(fmt::format("{}: has {} joints; the profile has {}", a.run, rec.joints(), detector.joints()));
+    }
+    if (a.indices.empty()) throw std::invalid_argument("--index: give at least one sample index");
+    for (std::size_t k = 0; k < a.indices.size(); ++k) {
+        if (a.indices[k] >= rec.size()) {
+            throw std::invalid_argument(fmt::format("--index {} is outside {} ({} samples, 0-based)", a.indices[k], a.run, rec.size()));
+        }
+        if (k > 0 && a.indices[k] <= a.indices[k - 1]) {
+            throw std::invalid_argument(fmt::format("--index: {} after {}; several indices must increase (one replay serves them all)",
+                                                    a.indices[k], a.indices[k - 1]));
+        }
+    }
+    if (a.joint < 1 || a.joint > detector.joints()) {
+        throw std::invalid_argument(fmt::format("--joint {} is not a joint of this robot (1..{})", a.joint, detector.joints()));
+    }
+    // Feed the stream up to each index, exactly as in operation, so the window is what the detector saw.
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    Decision decision;
+    nlohmann::json docs = nlohmann::json::array();
+    std::size_t fed = 0;
+    for (const std::size_t index : a.indices) {
+        for (; fed <= index; ++fed) decision = detector.update(rec.sample(fed, tau, q));
+        report_match(a, detector, rec, index, decision, docs);
+    }
+    if (a.json) std::printf("%s\n", (docs.size() == 1 ? docs[0] : docs).dump(1).c_str());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -507,7 +533,13 @@ void register_match(CLI::App& app) {
     auto* cmd = app.add_subcommand("match", "Show how one measurement window matches the reference");
     cmd->add_option("--profile", args->profile, "Profile JSON")->required()->check(CLI::ExistingFile);
     cmd->add_option("--run", args->run, "Recording the window is taken from")->required()->check(CLI::ExistingFile);
-    cmd->add_option("--index", args->index, "Sample index (0-based) of the newest sample in the window")->required();
+    cmd->add_option("--index", args->indices,
+                    "Sample index (0-based) of the newest sample in the window; several, increasing (e.g. 500,900): one replay, a JSON array")
+        ->required()
+        ->expected(1, -1)
+        ->delimiter(',');
+    cmd->add_option("--window", args->window,
+                    "Match a window of this many samples instead of the profile's m (the matching only: thresholds are for m)");
     cmd->add_option("--joint", args->joint, "Joint (1-based)")->capture_default_str();
     cmd->add_flag("--path", args->path, "Print the warping path");
     cmd->add_flag("--json", args->json, "Print JSON");
