@@ -10,7 +10,15 @@ For windows ending 40 % and 80 % into that move in cycles whose variant differs 
 reference's, `warpguard match` gives the span each profile matched; a match is in the right phase
 when its end lies in the reference's own varying move. Prints JSON: per joint the share of windows
 matched to the right phase (and in how many only one of the two methods was right) and the mean
-cumulative matching errors (KA-mDTW, mDTW, classic DTW of the raw window on the KA-chosen span)."""
+cumulative matching errors (KA-mDTW, mDTW, classic DTW of the raw window on the KA-chosen span).
+
+The same again under "whole_move" with the window thesis §4.5 matches: a whole section of the task
+in which its force acts (`warpguard match --window`), in up to 8 such cycles - for pick-and-place the
+varying move itself (the part carried to its place, from the move's start to its end), for assembly
+the stand at the varying pose in which the snap-fit presses (from the end of the varying move to the
+start of the next). The detector's window m (30 samples by default) sees a small part of either; the
+thesis's measurement vectors span such a section. Right phase: the match ends in the reference's
+own section."""
 import json, subprocess, sys
 
 wg, ref_csv, run_csv, mdtw_profile, ka_profile, task = sys.argv[1:7]
@@ -56,7 +64,10 @@ def moves(t, q, lo, hi):
                 start, still = None, 0
     if start is not None and len(speed) - start > 25:
         out.append((lo + start, hi - 1))
-    return out
+    # A commanded move lasts; a contact can jolt a standing arm for a few dozen samples (the
+    # UR5e-like snap-fit's click: 28 samples, which the end-pose spread below took for the varying move).
+    longest = max((b - a for a, b in out), default=0)
+    return [(a, b) for a, b in out if b - a >= longest / 4]
 
 
 def cycles(cycle):
@@ -90,55 +101,84 @@ def spread(k):
 
 
 vary = max(range(usual), key=spread)
-ref_moves = []
+
+
+def section(m, hi):
+    """The whole section thesis 4.5 matches, in a cycle whose moves are m (its samples end before hi):
+    where the task's force acts. Pick-and-place: the varying move itself, carrying the part to its
+    place. Assembly: the stand at the varying pose, in which the snap-fit presses (from the end of the
+    varying move to the start of the next one)."""
+    if task != "assembly":
+        return m[vary]
+    return (m[vary][1] + 1, m[vary + 1][0] - 1 if vary + 1 < len(m) else hi - 1)
+
+
+ref_moves, ref_sections = [], []
 for lo, hi in cycles(rc):
     if lo >= first and hi <= first + n + 1:
         m = moves(rt, rq, lo, hi)
         if len(m) == usual:
             ref_moves.append((m[vary][0] - first, m[vary][1] - first))
+            a, b = section(m, hi)
+            ref_sections.append((a - first, b - first))
 if not ref_moves:
     sys.exit("the reference's cycles do not have the run's %d moves" % usual)
 ref_end_pose = [rq[j][ref_moves[0][1] + first] for j in range(joints)]
 
-windows = []
+other_moves, other_sections = [], []  # of each cycle whose variant is not the reference's
 for lo, hi, m in run_moves:
     mv = m[vary]
     pose = [q[j][mv[1]] for j in range(joints)]
-    if max(abs(a - b) for a, b in zip(pose, ref_end_pose)) < 0.02:
-        continue  # the reference's own variant
+    if max(abs(a - b) for a, b in zip(pose, ref_end_pose)) >= 0.02:
+        other_moves.append(mv)
+        other_sections.append(section(m, hi))
+windows = []
+for mv in other_moves[:4]:
     for f in (0.4, 0.8):
         windows.append(mv[0] + int(f * (mv[1] - mv[0])))
-    if len(windows) >= 8:
-        break
 
 
-def match(profile, index):
-    p = subprocess.run([wg, "match", "--profile", profile, "--run", run_csv, "--index", str(index), "--json"],
-                       capture_output=True, text=True, check=True)
+def match(profile, index, window=None):
+    cmd = [wg, "match", "--profile", profile, "--run", run_csv, "--index", str(index), "--json"]
+    if window is not None:
+        cmd += ["--window", str(window)]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(p.stdout)["joints"]
 
 
-def right_phase(end):
-    return any(a <= end <= b + 5 for a, b in ref_moves)
+def right_phase(end, spans=ref_moves):
+    return any(a <= end <= b + 5 for a, b in spans)
 
 
 # ka_only / mdtw_only: windows in which one method found the right phase and the other did not.
-rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_only": 0, "mdtw_only": 0, "ka_cost": 0.0, "mdtw_cost": 0.0,
-         "dtw_on_ka_span": 0.0} for j in range(1, joints + 1)]
-for index in windows:
-    ka, md = match(ka_profile, index), match(mdtw_profile, index)
-    for row, k, m in zip(rows, ka, md):
-        ka_right, mdtw_right = right_phase(k["reference_end"]), right_phase(m["reference_end"])
-        row["ka_right"] += ka_right
-        row["mdtw_right"] += mdtw_right
-        row["ka_only"] += ka_right and not mdtw_right
-        row["mdtw_only"] += mdtw_right and not ka_right
-        row["ka_cost"] += k["cost"] / len(windows)
-        row["mdtw_cost"] += m["cost"] / len(windows)
-        row["dtw_on_ka_span"] += k["dtw_cost_on_span"] / len(windows)
 ka_profile_doc = json.load(open(ka_profile))
 scaled = ka_profile_doc["kinematics"].get("scaled_joints", list(range(1, joints + 1)))
-for row in rows:
-    row["scaled"] = row["joint"] in scaled
+
+
+def tally(matches, spans=ref_moves):
+    """Per joint, over (KA-mDTW joints, mDTW joints) pairs of the same window; right phase: the
+    match ends in one of the reference's `spans`."""
+    rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_only": 0, "mdtw_only": 0, "ka_cost": 0.0, "mdtw_cost": 0.0,
+             "dtw_on_ka_span": 0.0, "scaled": j in scaled} for j in range(1, joints + 1)]
+    for ka, md in matches:
+        for row, k, m in zip(rows, ka, md):
+            ka_right, mdtw_right = right_phase(k["reference_end"], spans), right_phase(m["reference_end"], spans)
+            row["ka_right"] += ka_right
+            row["mdtw_right"] += mdtw_right
+            row["ka_only"] += ka_right and not mdtw_right
+            row["mdtw_only"] += mdtw_right and not ka_right
+            row["ka_cost"] += k["cost"] / len(matches)
+            row["mdtw_cost"] += m["cost"] / len(matches)
+            row["dtw_on_ka_span"] += k["dtw_cost_on_span"] / len(matches)
+    return rows
+
+
+rows = tally([(match(ka_profile, index), match(mdtw_profile, index)) for index in windows])
+whole = other_sections[:8]
+whole_rows = tally([(match(ka_profile, b, b - a + 1), match(mdtw_profile, b, b - a + 1)) for a, b in whole], ref_sections)
 print(json.dumps({"task": task, "varying_move": vary + 1, "moves_per_cycle": usual, "reference_varying_moves": ref_moves,
-                  "windows": windows, "joints": rows}, indent=1))
+                  "windows": windows, "joints": rows,
+                  "whole_move": {"section": "the varying move" if task != "assembly" else "the stand at the varying pose",
+                                 "reference_sections": ref_sections, "moves": whole,
+                                 "window_lengths": [b - a + 1 for a, b in whole], "joints": whole_rows}},
+                 indent=1))
