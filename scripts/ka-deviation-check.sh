@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# KA-mDTW on the signal thesis §4.4-4.5 feeds it: the deviation a load causes (issue 6).
+# KA-mDTW on the signal thesis §4.4-4.5 feeds it: the deviation a task's force causes (issue 6).
 #
-#   bash scripts/ka-deviation-check.sh [OUT_DIR]     (about 5 minutes)
+#   bash scripts/ka-deviation-check.sh [--reuse] [OUT_DIR]     (about 45 minutes; --reuse keeps every
+#                                                               file a previous run wrote: delete one to redo it)
 #
 # The thesis matches deviation signals - the current with the load minus the current of the same motion
 # without it (§4.5.1; the empty run stands for an optimal model of the robot) - scaled by lever lengths.
@@ -11,9 +12,13 @@
 # same seeds - with the part and without it (warpguard-sim --payload 0) - builds the deviation
 # (tools/ka_deviation.py), calibrates an mDTW and a KA-mDTW profile on it and on the loaded torques, and
 # reports for both signals how often each method matched the right phase (tools/ka_matching.py, the
-# same windows and definition as the suite).
+# same windows and definition as the suite: windows of the detector's m, and whole sections as §4.5).
+# The same for the snap-fit at changing poses (§4.5.2): the assembly task with its presses and with
+# presses of 1e-9 N (the same program, timing and noise), the force along the tool's z axis (tool frame).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+reuse=0
+if [ "${1:-}" = --reuse ]; then reuse=1; shift; fi
 out=${1:-build/ka-deviation}
 bash scripts/install-deps.sh > /dev/null
 bash scripts/build.sh > /dev/null
@@ -21,31 +26,65 @@ sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 py=/usr/bin/python3
 
-check_robot() {
-  local robot=$1 seed=$2
-  local dir="$out/$robot" r="samples/robots/$robot.json" t="samples/tasks/$robot-pick-and-place.json"
+# fresh FILE: true unless --reuse and FILE exists (a step is skipped when its output is there).
+fresh() { [ "$reuse" = 0 ] || [ ! -s "$1" ]; }
+
+# One robot and task: pick-and-place (the part's weight, base frame) or assembly (the snap-fit's force
+# along the tool's z axis, tool frame). Files: OUT_DIR/ROBOT/[assembly-]*.
+check_task() {
+  local robot=$1 seed=$2 kind=$3
+  local dir="$out/$robot" r="samples/robots/$robot.json" t="samples/tasks/$robot-$kind.json" p="" force=(--force-frame base --force 0,0,-1)
+  [ "$kind" = assembly ] && p="assembly-" && force=(--force-frame tool --force 0,0,1)
   mkdir -p "$dir"
-  "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
-  "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
-  /usr/bin/python3 tools/one_variant.py "$t" "$dir/one-variant.json"
+  if fresh "$dir/model.json"; then
+    "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
+    "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
+  fi
+  "$py" tools/one_variant.py "$t" "$dir/${p}one-variant.json"
+  # Without the task's force: no part (pick-and-place), or presses of 1e-9 N (assembly; the simulator
+  # refuses 0), so that both runs draw the same random numbers.
+  local empty_args=(--payload 0)
+  if [ "$kind" = assembly ]; then
+    empty_args=()
+    for v in "" one-variant; do
+      local src=$t; [ -n "$v" ] && src="$dir/${p}one-variant.json"
+      "$py" -c 'import json, sys
+task = json.load(open(sys.argv[1]))
+for step in task["steps"]:
+    if "press" in step:
+        step["press"]["magnitude"] = 1e-9
+json.dump(task, open(sys.argv[2], "w"), indent=1)' "$src" "$dir/${p}${v:-all}-no-press.json"
+    done
+  fi
   local part task cycles s
   for part in reference:4:one calibration:40:all nominal:60:all; do
     IFS=: read -r name cycles which <<< "$part"
-    task=$t; [ "$which" = one ] && task="$dir/one-variant.json"
+    task=$t; [ "$which" = one ] && task="$dir/${p}one-variant.json"
+    local empty_task=$task
+    [ "$kind" = assembly ] && empty_task="$dir/${p}$([ "$which" = one ] && echo one-variant || echo all)-no-press.json"
     s=$((seed + 21)); [ "$name" = calibration ] && s=$((seed + 22)); [ "$name" = nominal ] && s=$((seed + 23))
-    "$sim" record --robot "$r" --task "$task" --cycles "$cycles" --seed $s --out "$dir/$name-loaded.csv" > /dev/null
-    "$sim" record --robot "$r" --task "$task" --cycles "$cycles" --seed $s --payload 0 --out "$dir/$name-empty.csv" > /dev/null
-    "$py" tools/ka_deviation.py "$dir/$name-loaded.csv" "$dir/$name-empty.csv" "$dir/$name-deviation.csv" $((s + 100)) > "$dir/$name-deviation.txt"
+    fresh "$dir/$p$name-deviation.csv" || continue
+    "$sim" record --robot "$r" --task "$task" --cycles "$cycles" --seed $s --out "$dir/$p$name-loaded.csv" > /dev/null
+    "$sim" record --robot "$r" --task "$empty_task" --cycles "$cycles" --seed $s "${empty_args[@]}" --out "$dir/$p$name-empty.csv" > /dev/null
+    "$py" tools/ka_deviation.py "$dir/$p$name-loaded.csv" "$dir/$p$name-empty.csv" "$dir/$p$name-deviation.csv" $((s + 100)) > "$dir/$p$name-deviation.txt"
   done
   local signal method
   for signal in loaded deviation; do
     for method in mdtw ka-mdtw; do
-      "$wg" calibrate --reference "$dir/reference-$signal.csv" --reference-cycles 2 --nominal "$dir/calibration-$signal.csv" \
-        --method $method --model "$dir/model.json" --out "$dir/$signal-$method.json" > "$dir/$signal-$method.txt"
+      fresh "$dir/$p$signal-$method.json" || continue
+      local extra=(); [ "$method" = ka-mdtw ] && extra=("${force[@]}")
+      "$wg" calibrate --reference "$dir/${p}reference-$signal.csv" --reference-cycles 2 --nominal "$dir/${p}calibration-$signal.csv" \
+        --method $method --model "$dir/model.json" "${extra[@]}" --out "$dir/$p$signal-$method.json" > "$dir/$p$signal-$method.txt"
     done
-    "$py" tools/ka_matching.py "$wg" "$dir/reference-$signal.csv" "$dir/nominal-$signal.csv" "$dir/$signal-mdtw.json" \
-      "$dir/$signal-ka-mdtw.json" pick-and-place > "$dir/$signal-matching.json"
+    fresh "$dir/$p$signal-matching.json" || continue
+    "$py" tools/ka_matching.py "$wg" "$dir/${p}reference-$signal.csv" "$dir/${p}nominal-$signal.csv" "$dir/$p$signal-mdtw.json" \
+      "$dir/$p$signal-ka-mdtw.json" $kind > "$dir/$p$signal-matching.json"
   done
+}
+
+check_robot() {
+  check_task "$1" "$2" pick-and-place
+  check_task "$1" "$(($2 + 100))" assembly
 }
 
 check_robot ur5e-like 1000 &
@@ -56,30 +95,49 @@ check_robot vp6242-like 3000
 "$py" - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
-print("KA-mDTW on the load's deviation (thesis 4.5.1) and on the torques: right phase of windows 40 % and 80 %")
-print("into the varying move, pick-and-place, reference with one place (files in %s)" % out)
-print()
-print("| robot | joint | scaled | deviation: KA-mDTW | deviation: mDTW | torque: KA-mDTW | torque: mDTW | deviation error KA-mDTW (N) | mDTW (Nm) | DTW on KA span (Nm) |")
-print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-total = {"deviation": [0, 0, 0, 0, 0], "loaded": [0, 0, 0, 0, 0]}
-for robot in ("ur5e-like", "irb120-like", "vp6242-like"):
-    res = {s: json.load(open("%s/%s/%s-matching.json" % (out, robot, s))) for s in ("deviation", "loaded")}
-    windows = len(res["deviation"]["windows"])
-    for jd, jl in zip(res["deviation"]["joints"], res["loaded"]["joints"]):
-        print("| %s | %d | %s | %d/%d | %d/%d | %d/%d | %d/%d | %.4g | %.4g | %.4g |" % (
-            robot, jd["joint"], "yes" if jd["scaled"] else "no", jd["ka_right"], windows, jd["mdtw_right"], windows,
-            jl["ka_right"], windows, jl["mdtw_right"], windows, jd["ka_cost"], jd["mdtw_cost"], jd["dtw_on_ka_span"]))
-        for s, j in (("deviation", jd), ("loaded", jl)):
-            if j["scaled"]:
-                total[s][0] += j["ka_right"]
-                total[s][1] += j["mdtw_right"]
-                total[s][2] += windows
-                total[s][3] += j["ka_only"]
-                total[s][4] += j["mdtw_only"]
-print()
-for s, label in (("deviation", "the load's deviation"), ("loaded", "the torques")):
-    ka, md, n, ka_only, md_only = total[s]
-    print("- scaled joints, %s: right phase KA-mDTW %d/%d (%.1f %%), mDTW %d/%d (%.1f %%); KA-mDTW right where mDTW is wrong "
-          "in %d windows, mDTW right where KA-mDTW is wrong in %d" % (label, ka, n, 100.0 * ka / max(n, 1), md, n,
-                                                                       100.0 * md / max(n, 1), ka_only, md_only))
+ROBOTS = ("ur5e-like", "irb120-like", "vp6242-like")
+TASKS = (("pick-and-place", ""), ("assembly", "assembly-"))
+res = {(r, t): {s: json.load(open("%s/%s/%s%s-matching.json" % (out, r, p, s))) for s in ("deviation", "loaded")}
+       for r in ROBOTS for t, p in TASKS}
+
+
+def table(title, part, count):
+    """part(result) -> its per-joint rows; count(result) -> windows per joint."""
+    print(title + " (files in %s)" % out)
+    print()
+    print("| robot | task | joint | scaled | deviation: KA-mDTW | deviation: mDTW | torque: KA-mDTW | torque: mDTW | deviation error KA-mDTW (N) | mDTW (Nm) | DTW on KA span (Nm) |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    total = {}
+    for task, _ in TASKS:
+        for robot in ROBOTS:
+            dev, load = res[(robot, task)]["deviation"], res[(robot, task)]["loaded"]
+            nd, nl = count(dev), count(load)
+            for jd, jl in zip(part(dev), part(load)):
+                print("| %s | %s | %d | %s | %d/%d | %d/%d | %d/%d | %d/%d | %.4g | %.4g | %.4g |" % (
+                    robot, task, jd["joint"], "yes" if jd["scaled"] else "no", jd["ka_right"], nd, jd["mdtw_right"], nd,
+                    jl["ka_right"], nl, jl["mdtw_right"], nl, jd["ka_cost"], jd["mdtw_cost"], jd["dtw_on_ka_span"]))
+                for s, j, w in (("deviation", jd, nd), ("loaded", jl, nl)):
+                    if j["scaled"]:
+                        t = total.setdefault((task, s), [0, 0, 0, 0, 0])
+                        t[0] += j["ka_right"]
+                        t[1] += j["mdtw_right"]
+                        t[2] += w
+                        t[3] += j["ka_only"]
+                        t[4] += j["mdtw_only"]
+    print()
+    for task, _ in TASKS:
+        for s, label in (("deviation", "the task force's deviation"), ("loaded", "the torques")):
+            ka, md, n, ka_only, md_only = total.get((task, s), [0, 0, 0, 0, 0])
+            print("- %s, scaled joints, %s: right phase KA-mDTW %d/%d (%.1f %%), mDTW %d/%d (%.1f %%); KA-mDTW right where "
+                  "mDTW is wrong in %d, mDTW right where KA-mDTW is wrong in %d" % (
+                      task, label, ka, n, 100.0 * ka / max(n, 1), md, n, 100.0 * md / max(n, 1), ka_only, md_only))
+    print()
+
+
+table("KA-mDTW on the deviation a task's force causes (thesis 4.5) and on the torques, the detector's window m:\n"
+      "right phase of windows ending 40 % and 80 % into the varying move; reference with one place / one pose",
+      lambda r: r["joints"], lambda r: len(r["windows"]))
+table("The same with thesis 4.5's window, a whole section of up to 8 cycles: pick-and-place the varying move\n"
+      "(its start to its end), assembly the stand at the varying pose in which the snap-fit presses",
+      lambda r: r["whole_move"]["joints"], lambda r: len(r["whole_move"]["moves"]))
 PY
