@@ -139,11 +139,18 @@ for mv in other_moves[:4]:
 
 
 def match(profile, index, window=None):
-    cmd = [wg, "match", "--profile", profile, "--run", run_csv, "--index", str(index), "--json"]
+    """Every joint's match of the window ending at `index` (a list of increasing indices: one replay,
+    a list of answers)."""
+    several = isinstance(index, list)
+    cmd = [wg, "match", "--profile", profile, "--run", run_csv, "--json",
+           "--index", ",".join(str(i) for i in index) if several else str(index)]
     if window is not None:
         cmd += ["--window", str(window)]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    return json.loads(p.stdout)["joints"]
+    doc = json.loads(p.stdout)
+    if several:
+        return [d["joints"] for d in (doc if isinstance(doc, list) else [doc])]
+    return doc["joints"]
 
 
 def right_phase(end, spans=ref_moves):
@@ -173,7 +180,7 @@ def tally(matches, spans=ref_moves):
     return rows
 
 
-rows = tally([(match(ka_profile, index), match(mdtw_profile, index)) for index in windows])
+rows = tally(list(zip(match(ka_profile, windows), match(mdtw_profile, windows))))
 whole = other_sections[:8]
 whole_rows = tally([(match(ka_profile, b, b - a + 1), match(mdtw_profile, b, b - a + 1)) for a, b in whole], ref_sections)
 print(json.dumps({"task": task, "varying_move": vary + 1, "moves_per_cycle": usual, "reference_varying_moves": ref_moves,
