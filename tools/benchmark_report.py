@@ -60,6 +60,30 @@ def per_thousand(nom):
     return 1000.0 * nom["false_stop_events"] / max(nom["clean_cycles"], 1)
 
 
+def matching_table(suite, part, label, unit):
+    """The per-joint matching table of tools/ka_matching.py's results and its totals over the scaled
+    joints; part(result) -> (per-joint rows, windows per joint)."""
+    out = ["| robot | task | joint | scaled | right phase KA-mDTW | right phase mDTW | error KA-mDTW | error mDTW | DTW on KA span |",
+           "|---|---|---:|---|---:|---:|---:|---:|---:|"]
+    totals = {}
+    for robot in ROBOTS:
+        for task in ("pick-and-place", "assembly"):
+            rows, w = part(load(f"{suite}/{robot}/ka/{task}-matching.json"))
+            for row in rows:
+                out.append(f"| {robot} | {task} | {row['joint']} | {'yes' if row['scaled'] else 'no'} | "
+                           f"{row['ka_right']}/{w} | {row['mdtw_right']}/{w} | {row['ka_cost']:.4g} | {row['mdtw_cost']:.4g} | "
+                           f"{row['dtw_on_ka_span']:.4g} |")
+                if row["scaled"]:
+                    t = totals.setdefault(task, [0, 0, 0, 0, 0])
+                    t[0] += row["ka_right"]; t[1] += row["mdtw_right"]; t[2] += w
+                    t[3] += row["ka_only"]; t[4] += row["mdtw_only"]
+    out.append("")
+    for task, (k, p, w, ko, po) in totals.items():
+        out.append(f"- {task}, {label}scaled joints of all robots: right phase KA-mDTW {k}/{w} ({pct(k, w)}), mDTW {p}/{w} "
+                   f"({pct(p, w)}); KA-mDTW right where mDTW is wrong in {ko} {unit}, mDTW right where KA-mDTW is wrong in {po}.")
+    return out
+
+
 def ka_section(suite):
     """Issue 6: KA-mDTW against mDTW on tasks that vary (scripts/benchmark-suite.sh, run_ka)."""
     if not all(os.path.exists(f"{suite}/{r}/ka/pick-and-place-matching.json") for r in ROBOTS):
@@ -78,53 +102,16 @@ def ka_section(suite):
            "Matching, as §4.5 reports it: windows ending 40 % and 80 % into the varying move of 4 cycles whose",
            "variant differs from the reference's (`tools/ka_matching.py`, `warpguard match`); right phase = the",
            "matched span ends inside the reference's own varying move. Cumulative matching error d(m, end): KA-mDTW",
-           "(in N: torque / lever), mDTW (in Nm) and classic DTW of the raw window on the span KA-mDTW chose (Nm).", "",
-           "| robot | task | joint | scaled | right phase KA-mDTW | right phase mDTW | error KA-mDTW | error mDTW | DTW on KA span |",
-           "|---|---|---:|---|---:|---:|---:|---:|---:|"]
-    totals = {}
-    for robot in ROBOTS:
-        for task in ("pick-and-place", "assembly"):
-            m = load(f"{suite}/{robot}/ka/{task}-matching.json")
-            w = len(m["windows"])
-            for row in m["joints"]:
-                out.append(f"| {robot} | {task} | {row['joint']} | {'yes' if row['scaled'] else 'no'} | "
-                           f"{row['ka_right']}/{w} | {row['mdtw_right']}/{w} | {row['ka_cost']:.4g} | {row['mdtw_cost']:.4g} | "
-                           f"{row['dtw_on_ka_span']:.4g} |")
-                if row["scaled"]:
-                    t = totals.setdefault(task, [0, 0, 0, 0, 0])
-                    t[0] += row["ka_right"]; t[1] += row["mdtw_right"]; t[2] += w
-                    t[3] += row["ka_only"]; t[4] += row["mdtw_only"]
-    out.append("")
-    for task, (k, p, w, ko, po) in totals.items():
-        out.append(f"- {task}, scaled joints of all robots: right phase KA-mDTW {k}/{w} ({pct(k, w)}), mDTW {p}/{w} ({pct(p, w)}); "
-                   f"KA-mDTW right where mDTW is wrong in {ko} windows, mDTW right where KA-mDTW is wrong in {po}.")
+           "(in N: torque / lever), mDTW (in Nm) and classic DTW of the raw window on the span KA-mDTW chose (Nm).", ""]
+    out += matching_table(suite, lambda m: (m["joints"], len(m["windows"])), "", "windows")
     out += ["", "The same with the window §4.5 matches: a whole section of the task in which its force acts, in up to 8",
             "cycles whose variant differs from the reference's (`warpguard match --window`): for pick-and-place the",
             "varying move itself, from its start to its end; for the assembly the stand at the varying pose, in which",
             "the snap-fit presses (from the end of the varying move to the start of the next). The detector's window",
             "of 30 samples sees a small part of either. Right phase = the match ends in the reference's own section.",
-            "Cumulative matching errors as above, for the whole section.", "",
-            "| robot | task | joint | scaled | right phase KA-mDTW | right phase mDTW | error KA-mDTW | error mDTW | DTW on KA span |",
-            "|---|---|---:|---|---:|---:|---:|---:|---:|"]
-    totals = {}
-    for robot in ROBOTS:
-        for task in ("pick-and-place", "assembly"):
-            whole = load(f"{suite}/{robot}/ka/{task}-matching.json").get("whole_move")
-            if whole is None:
-                continue
-            w = len(whole["moves"])
-            for row in whole["joints"]:
-                out.append(f"| {robot} | {task} | {row['joint']} | {'yes' if row['scaled'] else 'no'} | "
-                           f"{row['ka_right']}/{w} | {row['mdtw_right']}/{w} | {row['ka_cost']:.4g} | {row['mdtw_cost']:.4g} | "
-                           f"{row['dtw_on_ka_span']:.4g} |")
-                if row["scaled"]:
-                    t = totals.setdefault(task, [0, 0, 0, 0, 0])
-                    t[0] += row["ka_right"]; t[1] += row["mdtw_right"]; t[2] += w
-                    t[3] += row["ka_only"]; t[4] += row["mdtw_only"]
-    out.append("")
-    for task, (k, p, w, ko, po) in totals.items():
-        out.append(f"- {task}, whole sections, scaled joints of all robots: right phase KA-mDTW {k}/{w} ({pct(k, w)}), mDTW {p}/{w} "
-                   f"({pct(p, w)}); KA-mDTW right where mDTW is wrong in {ko} sections, mDTW right where KA-mDTW is wrong in {po}.")
+            "Cumulative matching errors as above, for the whole section.", ""]
+    out += matching_table(suite, lambda m: (m["whole_move"]["joints"], len(m["whole_move"]["moves"])), "whole sections, ",
+                          "sections")
     out += ["", "Detection on the varying task, same detector, same calibration cycles: false stop events per 1,000",
             "nominal cycles, collisions ≥ 50 N detected, all detected, delay median / p95.", "",
             "| robot | task | method | false stops / 1,000 cycles | detected ≥ 50 N | detected, all | delay median / p95 |",
