@@ -2,7 +2,7 @@
 # Generates the benchmark suite on the simulated cell, calibrates the published detector on each
 # robot's own recordings, evaluates every variant and writes docs/benchmarks.md (with plots).
 #
-#   bash scripts/benchmark-suite.sh [--reuse] [OUT_DIR]   (about 35 minutes on the 2-core machine)
+#   bash scripts/benchmark-suite.sh [--reuse] [OUT_DIR]   (about an hour on the 2-core machine)
 #   WARPGUARD_KA_ONLY=1 bash scripts/benchmark-suite.sh --reuse   (only the KA-mDTW part, run_ka below)
 #
 # --reuse keeps recordings already in OUT_DIR (same seeds, same files) and only calibrates and
