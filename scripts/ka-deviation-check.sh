@@ -36,10 +36,6 @@ check_task() {
   local dir="$out/$robot" r="samples/robots/$robot.json" t="samples/tasks/$robot-$kind.json" p="" force=(--force-frame base --force 0,0,-1)
   [ "$kind" = assembly ] && p="assembly-" && force=(--force-frame tool --force 0,0,1)
   mkdir -p "$dir"
-  if fresh "$dir/model.json"; then
-    "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
-    "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
-  fi
   "$py" tools/one_variant.py "$t" "$dir/${p}one-variant.json"
   # Without the task's force: no part (pick-and-place), or presses of 1e-9 N (assembly; the simulator
   # refuses 0), so that both runs draw the same random numbers.
@@ -82,9 +78,17 @@ json.dump(task, open(sys.argv[2], "w"), indent=1)' "$src" "$dir/${p}${v:-all}-no
   done
 }
 
+# The robot's kinematic model, identified once for both tasks, then each task.
 check_robot() {
-  check_task "$1" "$2" pick-and-place
-  check_task "$1" "$(($2 + 100))" assembly
+  local robot=$1 seed=$2
+  local dir="$out/$robot" r="samples/robots/$robot.json"
+  mkdir -p "$dir"
+  if fresh "$dir/model.json"; then
+    "$sim" identify --robot "$r" --out "$dir/points.csv" --noise-mm 0.05 --seed $((seed + 20)) > /dev/null
+    "$wg" identify dh --points "$dir/points.csv" --out "$dir/model.json" > "$dir/identify.txt"
+  fi
+  check_task "$robot" "$seed" pick-and-place
+  check_task "$robot" "$((seed + 100))" assembly
 }
 
 check_robot ur5e-like 1000 &
