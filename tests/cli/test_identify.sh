@@ -6,6 +6,7 @@
 #   test_identify.sh WARPGUARD WARPGUARD_SIM ROBOTS_DIR WORK_DIR
 set -euo pipefail
 wg=$1 sim=$2 robots=$3 work=$4
+tools=$(cd "$(dirname "$0")/../../tools" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 
 for robot in ur5e-like irb120-like vp6242-like; do
@@ -73,4 +74,57 @@ grep -q "'abc' is not a number" err.txt
 printf 'joint,q1,x,y,z\n1,0.1,0.2\n' > bad.csv
 if "$wg" identify dh --points bad.csv --out bad.json 2> err.txt; then echo "identify accepted a short row"; exit 1; fi
 grep -q "line 2: 3 fields, expected 5" err.txt
+# tools/snap_fit_poses.py on the identified model (issue 6): three poses for the snap-fit whose levers
+# for a force along the tool's z axis differ; the levers recomputed here from `warpguard fk`.
+task=$robots/../tasks/vp6242-like-assembly.json
+python3 "$tools/snap_fit_poses.py" "$wg" exact.json "$robots/vp6242-like.json" "$task" lever-task.json 1 | tee lever.txt
+python3 - "$wg" exact.json "$robots/vp6242-like.json" "$task" lever-task.json lever.txt <<'PY'
+import json, re, subprocess, sys
+wg, model, robot, task, out, printed = sys.argv[1:7]
+old, new = json.load(open(task)), json.load(open(out))
+steps = [s for s in new["steps"] if "move_variants" in s]
+assert len(steps) == 1 and len(steps[0]["move_variants"]) == 3, steps
+# Everything but the varying move's poses is the assembly task's.
+assert [s for s in new["steps"] if "move_variants" not in s] == [s for s in old["steps"] if "move_variants" not in s]
+limits = [j["limits"] for j in json.load(open(robot))["joints"]]
+def fk(q):
+    rows = subprocess.run([wg, "fk", "--model", model, "--q", ",".join(map(repr, q))], capture_output=True, text=True,
+                          check=True).stdout.split("\n")
+    return [float(x) for x in rows[0].split()], [[float(x) for x in r.split()] for r in rows[1:4]]
+levers = []
+for q in steps[0]["move_variants"]:
+    assert all(lo < x < hi for x, (lo, hi) in zip(q, limits)), q
+    p, r = fk(q)
+    assert p[2] >= 0.1, p
+    z, row = [r[0][2], r[1][2], r[2][2]], []
+    for o in range(6):
+        up, down = list(q), list(q)
+        up[o] += 1e-4
+        down[o] -= 1e-4
+        row.append(sum((a - b) / 2e-4 * c for a, b, c in zip(fk(up)[0], fk(down)[0], z)))
+    levers.append(row)
+good = 0
+for o in range(6):
+    v = [l[o] for l in levers]
+    a = sorted(abs(x) for x in v)
+    if a[0] >= 0.05 and (min(v) > 0 or max(v) < 0) and a[0] < abs(v[0]) < a[2] and a[2] >= 1.5 * a[0]:
+        good += 1
+claimed = int(re.search(r"^(\d+) joints with levers", open(printed).read(), re.M).group(1))
+assert good == claimed >= 1, (good, claimed, levers)
+print("snap_fit_poses: %d joints' levers >= 1.5x apart, checked with fk" % good)
+PY
+# A task without a varying move is refused, naming the file.
+python3 - "$robots/../tasks" <<'PY' > plain-task.json
+import json, sys
+t = json.load(open(sys.argv[1] + "/vp6242-like-assembly.json"))
+for s in t["steps"]:
+    if "move_variants" in s:
+        s["move"] = s.pop("move_variants")[0]
+print(json.dumps(t))
+PY
+if python3 "$tools/snap_fit_poses.py" "$wg" exact.json "$robots/vp6242-like.json" plain-task.json x.json 2> err.txt; then
+  echo "snap_fit_poses accepted a task without move_variants"; exit 1
+fi
+grep -q "plain-task.json has no step with move_variants" err.txt
+
 echo "identification CLI: all checks passed"
