@@ -323,19 +323,24 @@ double fk_rms(const DhModel& model, const std::vector<TrackedPointSample>& sampl
     return std::sqrt(sum / static_cast<double>(samples.size()));
 }
 
-// Levenberg-Marquardt over the base (6), the DH rows (4 each) and the tracked point (3). The
-// start is the joint-by-joint solution, so the problem is small and well started; damping
-// handles the redundancy between the base and joint 1's offsets.
+// Levenberg-Marquardt over the base (6), the DH rows but the last (4 each) and the tracked point
+// (3). The start is the joint-by-joint solution, so the problem is small and well started; damping
+// handles the redundancy between the base and joint 1's offsets. The last row stays as the
+// geometry built it (the flange's z on the last joint's axis, its x at the home angle): a point
+// fixes only where it is, not how the flange frame is turned, so its four numbers and the tracked
+// point's three are one 3-vector seen seven ways. Left free they drifted (UR5e-like, 0.05 mm noise:
+// alpha_6 26 deg, the point fitted as well as before), and the flange frame tilted with them - the
+// frame a tool-frame force of KA-mDTW is given in.
 DhModel refine_chain(const DhModel& start, const std::vector<TrackedPointSample>& samples) {
     const std::size_t n = start.dof();
-    const std::size_t params = 6 + 4 * n + 3;
+    const std::size_t params = 6 + 4 * (n - 1) + 3;
     const auto build = [&](const Eigen::VectorXd& x) {
         Eigen::Isometry3d base = start.base();
         const Vector3d w = x.segment<3>(3);
         base.linear() = (w.norm() > 0 ? rotation_about(w, w.norm()) : Matrix3d::Identity()) * start.base().linear();
         base.translation() += x.segment<3>(0);
         std::vector<DhJoint> joints = start.joints();
-        for (std::size_t k = 0; k < n; ++k) {
+        for (std::size_t k = 0; k + 1 < n; ++k) {
             const auto b = static_cast<Eigen::Index>(6 + 4 * k);
             joints[k].a += x(b);
             joints[k].alpha += x(b + 1);
@@ -343,7 +348,7 @@ DhModel refine_chain(const DhModel& start, const std::vector<TrackedPointSample>
             joints[k].theta += x(b + 3);
         }
         Eigen::Isometry3d tool = start.tool();
-        tool.translation() += x.segment<3>(static_cast<Eigen::Index>(6 + 4 * n));
+        tool.translation() += x.segment<3>(static_cast<Eigen::Index>(6 + 4 * (n - 1)));
         return DhModel(std::move(joints), tool, base);
     };
     const auto residuals = [&](const DhModel& m, Eigen::VectorXd& r) {
