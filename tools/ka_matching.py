@@ -3,8 +3,9 @@
 
     ka_matching.py WARPGUARD REFERENCE.csv RUN.csv MDTW_PROFILE.json KA_PROFILE.json TASK
 
-The reference was recorded with one variant of the varying move (one place, or one snap-fit pose);
-RUN.csv repeats the task with every variant. The varying move is found in the joint angles (the
+The reference was recorded with one variant of the varying move (one place, or one snap-fit pose),
+or with a few taken in turn; RUN.csv repeats the task with every variant, and the windows come from
+cycles whose variant is none of the reference's. The varying move is found in the joint angles (the
 motion intervals of each cycle; the varying one is the move whose end pose differs most between cycles).
 For windows ending 40 % and 80 % into that move in cycles whose variant differs from the
 reference's, `warpguard match` gives the span each profile matched; a match is in the right phase
@@ -18,7 +19,11 @@ varying move itself (the part carried to its place, from the move's start to its
 the stand at the varying pose in which the snap-fit presses (from the end of the varying move to the
 start of the next). The detector's window m (30 samples by default) sees a small part of either; the
 thesis's measurement vectors span such a section. Right phase: the match ends in the reference's
-own section."""
+own section; right span ("ka_span", "mdtw_span"): the matched span also lies in that section and
+covers at least half of it.
+
+TASK is pick-and-place or assembly (any task with a snap-fit stand at the varying pose, such as the
+one tools/snap_fit_poses.py writes)."""
 import json, subprocess, sys
 
 wg, ref_csv, run_csv, mdtw_profile, ka_profile, task = sys.argv[1:7]
@@ -123,13 +128,15 @@ for lo, hi in cycles(rc):
             ref_sections.append((a - first, b - first))
 if not ref_moves:
     sys.exit("the reference's cycles do not have the run's %d moves" % usual)
-ref_end_pose = [rq[j][ref_moves[0][1] + first] for j in range(joints)]
+# The reference's variants (one pose, or several taken in turn): a run's cycle is another variant
+# when its varying move ends away from every one of them.
+ref_end_poses = [[rq[j][b + first] for j in range(joints)] for _, b in ref_moves]
 
 other_moves, other_sections = [], []  # of each cycle whose variant is not the reference's
 for lo, hi, m in run_moves:
     mv = m[vary]
     pose = [q[j][mv[1]] for j in range(joints)]
-    if max(abs(a - b) for a, b in zip(pose, ref_end_pose)) >= 0.02:
+    if all(max(abs(a - b) for a, b in zip(pose, ref_pose)) >= 0.02 for ref_pose in ref_end_poses):
         other_moves.append(mv)
         other_sections.append(section(m, hi))
 windows = []
@@ -162,14 +169,24 @@ ka_profile_doc = json.load(open(ka_profile))
 scaled = ka_profile_doc["kinematics"].get("scaled_joints", list(range(1, joints + 1)))
 
 
+def covers(match, spans):
+    """The matched span lies in one of `spans` (5 samples' slack) and covers at least half of it: the
+    whole section was recognised, not matched to a few samples of it (thesis §4.5.2: mDTW matched the
+    whole snap-fit to the one reference sample closest in value, its peak)."""
+    a, b = match["reference_start"], match["reference_end"]
+    return any(lo - 5 <= a and b <= hi + 5 and b - a + 1 >= (hi - lo + 1) / 2 for lo, hi in spans)
+
+
 def tally(matches, spans=ref_moves):
     """Per joint, over (KA-mDTW joints, mDTW joints) pairs of the same window; right phase: the
-    match ends in one of the reference's `spans`."""
-    rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_only": 0, "mdtw_only": 0, "ka_cost": 0.0, "mdtw_cost": 0.0,
-             "dtw_on_ka_span": 0.0, "scaled": j in scaled} for j in range(1, joints + 1)]
+    match ends in one of the reference's `spans`; right span: it also `covers` one."""
+    rows = [{"joint": j, "ka_right": 0, "mdtw_right": 0, "ka_only": 0, "mdtw_only": 0, "ka_span": 0, "mdtw_span": 0,
+             "ka_cost": 0.0, "mdtw_cost": 0.0, "dtw_on_ka_span": 0.0, "scaled": j in scaled} for j in range(1, joints + 1)]
     for ka, md in matches:
         for row, k, m in zip(rows, ka, md):
             ka_right, mdtw_right = right_phase(k["reference_end"], spans), right_phase(m["reference_end"], spans)
+            row["ka_span"] += covers(k, spans)
+            row["mdtw_span"] += covers(m, spans)
             row["ka_right"] += ka_right
             row["mdtw_right"] += mdtw_right
             row["ka_only"] += ka_right and not mdtw_right
