@@ -15,7 +15,8 @@
 # same windows and definition as the suite: windows of the detector's m, and whole sections as §4.5).
 # The same for the snap-fit at changing poses (§4.5.2): the assembly task with its presses and with
 # presses of 1e-9 N (the same program, timing and noise), the force along the tool's z axis (tool frame).
-# The suite's snap-fit poses change the joints' lever lengths by at most about 20 %; the same task is
+# The suite's snap-fit poses change the joints' lever lengths by at most about 20 % (joints whose lever
+# reaches 5 cm); the same task is
 # then run with three poses tools/snap_fit_poses.py chooses on the identified model so that the levers
 # differ by >= 1.5x ("lever poses"), the situation of the thesis's snap-fit; and once more with a
 # reference that takes the first two of those poses in turn (the thesis's reference held presses at

@@ -4,8 +4,9 @@
     snap_fit_poses.py WARPGUARD MODEL.json ROBOT.json ASSEMBLY_TASK.json OUT_TASK.json [SEED]
 
 The suite's assembly task presses at three poses close together: the equivalent lever lengths of the
-snap-fit's force (along the tool's z axis) differ by at most about 20 % between them, so the presses'
-deviations have the same scale at every pose and there is nothing for KA-mDTW's scaling to undo. In
+snap-fit's force (along the tool's z axis) differ from the reference pose's by at most about 20 % on
+every joint whose lever reaches 5 cm, so the presses' deviations have nearly the same scale at every
+pose and there is little for KA-mDTW's scaling to undo. In
 the thesis's snap-fit the measurement and the reference were "similar only in shape but not in
 scale". This writes the assembly task again with three other poses for its varying move, chosen from
 random joint configurations around the task's own (each joint within ±0.5 rad, inside the robot's
