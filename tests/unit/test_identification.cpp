@@ -44,6 +44,11 @@ std::vector<TrackedPointSample> procedure(const DhModel& truth, const std::vecto
     return out;
 }
 
+// A configuration drawn uniformly within the joint limits.
+void random_configuration(const std::vector<std::pair<double, double>>& limits, std::mt19937_64& rng, std::vector<double>& q) {
+    for (std::size_t k = 0; k < q.size(); ++k) q[k] = std::uniform_real_distribution<double>(limits[k].first, limits[k].second)(rng);
+}
+
 // Largest distance between the two models' tool points over `count` random configurations.
 double fk_max_error(const DhModel& a, const DhModel& b, const std::vector<std::pair<double, double>>& limits,
                     std::size_t count, std::uint64_t seed) {
@@ -51,9 +56,7 @@ double fk_max_error(const DhModel& a, const DhModel& b, const std::vector<std::p
     double worst = 0;
     std::vector<double> q(a.dof());
     for (std::size_t c = 0; c < count; ++c) {
-        for (std::size_t k = 0; k < q.size(); ++k) {
-            q[k] = std::uniform_real_distribution<double>(limits[k].first, limits[k].second)(rng);
-        }
+        random_configuration(limits, rng, q);
         worst = std::max(worst, (a.tool_pose(q).translation() - b.tool_pose(q).translation()).norm());
     }
     return worst;
@@ -121,9 +124,7 @@ TEST_CASE("DH identification reproduces each simulated robot's forward kinematic
         double exact_tilt = 0, noisy_tilt = 0, sim_tilt = 0;
         std::vector<double> q(robot.model.dof());
         for (int c = 0; c < 100; ++c) {
-            for (std::size_t k = 0; k < q.size(); ++k) {
-                q[k] = std::uniform_real_distribution<double>(robot.limits[k].first, robot.limits[k].second)(rng);
-            }
+            random_configuration(robot.limits, rng, q);
             const Vector3d z = robot.model.tool_pose(q).linear().col(2);  // the tool's turn is the identity
             const auto tilt = [&](const DhIdentification& id) {
                 return std::acos(std::min(1.0, std::abs(id.model.tool_pose(q).linear().col(2).dot(z))));
