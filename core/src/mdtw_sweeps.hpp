@@ -64,16 +64,43 @@ public:
     Wavefront(std::size_t window, std::span<const std::vector<double>> references);
     ~Wavefront();
     void sweep(std::span<const double> windows, const double* bound, bool stop_at_first, Found* found);
-    std::uint64_t cells() const { return cells_; }  // lane-cells: every lane of every wavefront step
+    std::uint64_t cells() const;  // lane-cells: every lane of every wavefront step
+
+    struct Impl;
 
 private:
-    std::size_t joints_, m_, n_;
-    std::vector<std::unique_ptr<double[]>> padded_;  // per joint: the reference, then +inf
-    std::vector<std::vector<double>> chunk_lo_, chunk_hi_;  // per joint: value range of each 64 columns
-    std::vector<std::size_t> joints_to_sweep_;
-    struct Scratch;  // per interleaved cursor: the window backwards and two column buffers
-    std::unique_ptr<Scratch> scratch_;
-    std::uint64_t cells_ = 0;
+    std::unique_ptr<Impl> impl_;
+};
+
+// What the float sweep found for one joint.
+struct Candidates {
+    double best = 0;                     // the least float end value; +inf if no end <= the bound
+    std::size_t start = 0;               // no larger than the start of any candidate's published path
+    std::size_t end_lo = 0, end_hi = 0;  // every end within `tie` of `best` lies in [end_lo, end_hi]
+    bool overflow = false;               // too many such ends at once: use the exact sweep
+};
+
+// The wavefront in float lanes (16 per AVX-512 vector instead of 8 doubles), not exact by itself:
+// every value is within E of the double one, E bounded by the caller from the values' magnitudes
+// (StreamingMdtw::float_error_bound). It prunes over bound + E, carries per cell the least start
+// over predecessors within `tie` = 2E of the minimum, and keeps every end within `tie` of the best
+// one. StreamingMdtw then runs the exact double recursion over [start, end_hi] and takes the least
+// end there: exactly the published answer (streaming_mdtw.hpp).
+class WavefrontFloat {
+public:
+    static bool built();  // compiled with AVX-512; otherwise never usable
+    WavefrontFloat(std::size_t window, std::span<const std::vector<double>> references);
+    ~WavefrontFloat();
+    bool usable() const { return usable_; }  // built, and the references fit floats
+    // bound[j] < 0: joint j is not swept. `tie`: per joint, 2E.
+    void sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out);
+    std::uint64_t cells() const;
+
+    struct Impl;
+
+private:
+    bool usable_ = false;
+    std::unique_ptr<Impl> impl_;
 };
 
 // Step 3's values: the published recursion (8)-(11) over each joint's matched segment [start, end]

@@ -3,7 +3,9 @@
 #include "mdtw_sweeps.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #if defined(__AVX2__)
 // GCC 12's AVX-512 intrinsics pass a deliberately undefined vector as the unused source of their
@@ -19,125 +21,189 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::size_t kChunk = 64;  // columns per entry of the reference's value-range summary
 
-// One vector of W doubles: lane k is column j0 + k of a block. Only the handful of operations the
-// wavefront needs; every one is exact (min picks one of its inputs, |x| clears the sign bit).
+// The lanes: one vector of W values, lane k is column j0 + k of a block. Only the handful of
+// operations the wavefront needs; every one is exact (min picks one of its inputs, |x| clears the
+// sign bit). F64 holds doubles (the exact sweep); F32 floats, twice as many lanes, for the float
+// sweep (AVX-512 only), whose results StreamingMdtw makes exact again (streaming_mdtw.hpp).
 #if defined(__AVX512F__)
-constexpr std::size_t W = 8;
-using Vec = __m512d;
-using Mask = __mmask8;
-inline Vec load(const double* p) { return _mm512_loadu_pd(p); }
-inline void store(double* p, Vec v) { _mm512_storeu_pd(p, v); }
-inline Vec broadcast(double x) { return _mm512_set1_pd(x); }
-inline Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
-inline Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
-inline Vec vabs(Vec x) { return _mm512_abs_pd(x); }
-inline Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
-inline Mask le(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
-inline Mask eq(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
-inline Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
-inline unsigned bits(Mask m) { return m; }
-inline Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
-// [h[W-1], v[0], ..., v[W-2]]: the left neighbour of every lane, lane 0's from h.
-inline Vec shift_in(Vec v, Vec h) {
-    return _mm512_castsi512_pd(_mm512_alignr_epi64(_mm512_castpd_si512(v), _mm512_castpd_si512(h), 7));
-}
+struct F64 {
+    using T = double;
+    using Vec = __m512d;
+    using Mask = __mmask8;
+    static constexpr std::size_t W = 8;
+    static Vec load(const T* p) { return _mm512_loadu_pd(p); }
+    static void store(T* p, Vec v) { _mm512_storeu_pd(p, v); }
+    static Vec broadcast(T x) { return _mm512_set1_pd(x); }
+    static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+    static Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
+    static Vec vabs(Vec x) { return _mm512_abs_pd(x); }
+    static Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
+    static Mask le(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
+    static Mask eq(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
+    static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
+    static unsigned bits(Mask m) { return m; }
+    static Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
+    // [h[W-1], v[0], ..., v[W-2]]: the left neighbour of every lane, lane 0's from h.
+    static Vec shift_in(Vec v, Vec h) {
+        return _mm512_castsi512_pd(_mm512_alignr_epi64(_mm512_castpd_si512(v), _mm512_castpd_si512(h), 7));
+    }
+    // dst[0] = v[W - 1].
+    static void store_last(T* dst, Vec v) { _mm512_mask_storeu_pd(dst - (W - 1), static_cast<__mmask8>(0x80), v); }
+};
+struct F32 {
+    using T = float;
+    using Vec = __m512;
+    using Mask = __mmask16;
+    static constexpr std::size_t W = 16;
+    static Vec load(const T* p) { return _mm512_loadu_ps(p); }
+    static void store(T* p, Vec v) { _mm512_storeu_ps(p, v); }
+    static Vec broadcast(T x) { return _mm512_set1_ps(x); }
+    static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+    static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+    static Vec vabs(Vec x) { return _mm512_abs_ps(x); }
+    static Vec vmin(Vec a, Vec b) { return _mm512_min_ps(a, b); }
+    static Mask le(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+    static Mask eq(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+    static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_ps(m, no, yes); }
+    static unsigned bits(Mask m) { return m; }
+    static Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
+    static Vec shift_in(Vec v, Vec h) {
+        return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_castps_si512(h), 15));
+    }
+    static void store_last(T* dst, Vec v) { _mm512_mask_storeu_ps(dst - (W - 1), static_cast<__mmask16>(0x8000), v); }
+};
+constexpr bool kFloatSweep = true;
 #elif defined(__AVX2__)
-constexpr std::size_t W = 4;
-using Vec = __m256d;
-using Mask = __m256d;
-inline Vec load(const double* p) { return _mm256_loadu_pd(p); }
-inline void store(double* p, Vec v) { _mm256_storeu_pd(p, v); }
-inline Vec broadcast(double x) { return _mm256_set1_pd(x); }
-inline Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
-inline Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
-inline Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
-inline Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
-inline Mask le(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
-inline Mask eq(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
-inline Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
-inline unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
-inline Mask lane_mask(std::size_t k) {
-    const long long x[4] = {k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
-    return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-}
-inline Vec shift_in(Vec v, Vec h) {
-    const Vec vr = _mm256_permute4x64_pd(v, _MM_SHUFFLE(2, 1, 0, 3));  // [v3, v0, v1, v2]
-    const Vec hr = _mm256_permute4x64_pd(h, _MM_SHUFFLE(2, 1, 0, 3));  // [h3, h0, h1, h2]
-    return _mm256_blend_pd(vr, hr, 0b0001);
-}
+struct F64 {
+    using T = double;
+    using Vec = __m256d;
+    using Mask = __m256d;
+    static constexpr std::size_t W = 4;
+    static Vec load(const T* p) { return _mm256_loadu_pd(p); }
+    static void store(T* p, Vec v) { _mm256_storeu_pd(p, v); }
+    static Vec broadcast(T x) { return _mm256_set1_pd(x); }
+    static Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
+    static Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
+    static Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
+    static Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
+    static Mask le(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
+    static Mask eq(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
+    static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
+    static unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
+    static Mask lane_mask(std::size_t k) {
+        const long long x[4] = {k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
+        return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+    }
+    static Vec shift_in(Vec v, Vec h) {
+        const Vec vr = _mm256_permute4x64_pd(v, _MM_SHUFFLE(2, 1, 0, 3));  // [v3, v0, v1, v2]
+        const Vec hr = _mm256_permute4x64_pd(h, _MM_SHUFFLE(2, 1, 0, 3));  // [h3, h0, h1, h2]
+        return _mm256_blend_pd(vr, hr, 0b0001);
+    }
+    static void store_last(T* dst, Vec v) { _mm_storeh_pd(dst, _mm256_extractf128_pd(v, 1)); }
+};
+constexpr bool kFloatSweep = false;
 #else
 // Portable: GCC vector extensions (SSE2 pairs on x86-64).
-constexpr std::size_t W = 4;
-using Vec = double __attribute__((vector_size(W * sizeof(double))));
-using Mask = long long __attribute__((vector_size(W * sizeof(long long))));
-inline Vec load(const double* p) {
-    Vec v;
-    __builtin_memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store(double* p, Vec v) { __builtin_memcpy(p, &v, sizeof v); }
-inline Vec broadcast(double x) { return Vec{x, x, x, x}; }
-inline Vec add(Vec a, Vec b) { return a + b; }
-inline Vec sub(Vec a, Vec b) { return a - b; }
-inline Vec vabs(Vec x) {
-    Mask m;
-    __builtin_memcpy(&m, &x, sizeof m);
-    m &= 0x7fffffffffffffffLL;
-    __builtin_memcpy(&x, &m, sizeof x);
-    return x;
-}
-inline Vec vmin(Vec a, Vec b) { return a < b ? a : b; }
-inline Mask le(Vec a, Vec b) { return a <= b; }
-inline Mask eq(Vec a, Vec b) { return a == b; }
-inline Vec select(Mask m, Vec yes, Vec no) { return m ? yes : no; }
-inline unsigned bits(Mask m) {
-    unsigned r = 0;
-    for (std::size_t k = 0; k < W; ++k) r |= (m[k] != 0 ? 1u : 0u) << k;
-    return r;
-}
-inline Mask lane_mask(std::size_t k) {
-    return Mask{k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
-}
-inline Vec shift_in(Vec v, Vec h) { return __builtin_shuffle(v, h, Mask{7, 0, 1, 2}); }
+struct F64 {
+    using T = double;
+    static constexpr std::size_t W = 4;
+    using Vec = double __attribute__((vector_size(W * sizeof(double))));
+    using Mask = long long __attribute__((vector_size(W * sizeof(long long))));
+    static Vec load(const T* p) {
+        Vec v;
+        __builtin_memcpy(&v, p, sizeof v);
+        return v;
+    }
+    static void store(T* p, Vec v) { __builtin_memcpy(p, &v, sizeof v); }
+    static Vec broadcast(T x) { return Vec{x, x, x, x}; }
+    static Vec add(Vec a, Vec b) { return a + b; }
+    static Vec sub(Vec a, Vec b) { return a - b; }
+    static Vec vabs(Vec x) {
+        Mask m;
+        __builtin_memcpy(&m, &x, sizeof m);
+        m &= 0x7fffffffffffffffLL;
+        __builtin_memcpy(&x, &m, sizeof x);
+        return x;
+    }
+    static Vec vmin(Vec a, Vec b) { return a < b ? a : b; }
+    static Mask le(Vec a, Vec b) { return a <= b; }
+    static Mask eq(Vec a, Vec b) { return a == b; }
+    static Vec select(Mask m, Vec yes, Vec no) { return m ? yes : no; }
+    static unsigned bits(Mask m) {
+        unsigned r = 0;
+        for (std::size_t k = 0; k < W; ++k) r |= (m[k] != 0 ? 1u : 0u) << k;
+        return r;
+    }
+    static Mask lane_mask(std::size_t k) {
+        return Mask{k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
+    }
+    static Vec shift_in(Vec v, Vec h) { return __builtin_shuffle(v, h, Mask{7, 0, 1, 2}); }
+    static void store_last(T* dst, Vec v) { dst[0] = v[W - 1]; }
+};
+constexpr bool kFloatSweep = false;
 #endif
-
-// dst[0] = v[W - 1].
-#if defined(__AVX512F__)
-inline void store_last(double* dst, Vec v) { _mm512_mask_storeu_pd(dst - (W - 1), static_cast<__mmask8>(0x80), v); }
-#elif defined(__AVX2__)
-inline void store_last(double* dst, Vec v) { _mm_storeh_pd(dst, _mm256_extractf128_pd(v, 1)); }
-#else
-inline void store_last(double* dst, Vec v) { dst[0] = v[W - 1]; }
-#endif
-
-inline double lane(Vec v, std::size_t k) {
-    double x[W];
-    store(x, v);
-    return x[k];
-}
 
 // One cell of rule (11) for W lanes, with the start of the path the published backtracking (12)
 // would follow from it. The value is the exact minimum (min is exact, so it does not matter which
 // predecessor supplies it); the start follows back_step's tie-breaking: diagonal if it is <= both
 // others, else vertical if it is <= horizontal, else horizontal.
+//
+// The float sweep cannot see the published ties: its values are within E of the double ones, so
+// the predecessor the published backtracking takes is within 2E ("tie") of the float minimum. Its
+// cells carry instead the least start over every predecessor within `tie` of the minimum: no
+// larger than the start of the published path from the cell (by induction over the rows), so the
+// segment from it to the end holds the whole published path.
+template <class O>
 struct Cell {
-    Vec value, start;
+    typename O::Vec value, start;
 };
 
-inline Cell cell_step(Vec cost, Vec diag, Vec sdiag, Vec up, Vec sup, Vec left, Vec sleft) {
-    const Vec best = vmin(vmin(diag, up), left);
-    // back_step's order: the diagonal if it is <= both others, i.e. if it is their minimum;
-    // else the vertical if it is <= the horizontal.
-    const Vec s1 = select(le(up, left), sup, sleft);
-    return {add(cost, best), select(eq(diag, best), sdiag, s1)};
+template <class O>
+inline Cell<O> cell_step(typename O::Vec cost, typename O::Vec diag, typename O::Vec sdiag, typename O::Vec up,
+                         typename O::Vec sup, typename O::Vec left, typename O::Vec sleft) {
+    const auto best = O::vmin(O::vmin(diag, up), left);
+    const auto s1 = O::select(O::le(up, left), sup, sleft);
+    return {O::add(cost, best), O::select(O::eq(diag, best), sdiag, s1)};
 }
 
-}  // namespace
+template <class O>
+inline Cell<O> cell_step_tolerant(typename O::Vec cost, typename O::Vec diag, typename O::Vec sdiag,
+                                  typename O::Vec up, typename O::Vec sup, typename O::Vec left,
+                                  typename O::Vec sleft, typename O::Vec tie, typename O::Vec inf) {
+    const auto best = O::vmin(O::vmin(diag, up), left);
+    const auto near = O::add(best, tie);
+    auto s = O::select(O::le(left, near), sleft, inf);
+    s = O::vmin(s, O::select(O::le(up, near), sup, inf));
+    s = O::vmin(s, O::select(O::le(diag, near), sdiag, inf));
+    return {O::add(cost, best), s};
+}
 
-namespace {
+// The bound as the lanes' type, rounded up (a float bound below the double one would drop cells).
+template <class T>
+inline T bound_up(double x) {
+    const double capped = std::min(x, static_cast<double>(std::numeric_limits<T>::max()));
+    T t = static_cast<T>(capped);
+    if (static_cast<double>(t) < capped) t = std::nextafter(t, std::numeric_limits<T>::infinity());
+    return t;
+}
+
+template <class O>
+inline typename O::T lane(typename O::Vec v, std::size_t k) {
+    typename O::T x[O::W];
+    O::store(x, v);
+    return x[k];
+}
 
 // Rows -2W .. m + W - 1 of a column, rounded up to whole vectors.
-inline std::size_t column_buffer_size(std::size_t m) { return (m + 3 * W + W - 1) / W * W; }
+template <class O>
+inline std::size_t column_buffer_size(std::size_t m) {
+    constexpr std::size_t W = O::W;
+    return (m + 3 * W + W - 1) / W * W;
+}
+
+// The float sweep keeps every end within `tie` of the best so far; more than this many at once
+// (a window that matches many places equally well) sends the joint to the exact sweep.
+constexpr std::size_t kMaxCandidates = 32;
 
 // One joint's pruned sweep (step 2), advanced one wavefront step at a time so that the sweeps of
 // two joints can run interleaved: their dependency chains are independent, and one step alone
@@ -145,22 +211,43 @@ inline std::size_t column_buffer_size(std::size_t m) { return (m + 3 * W + W - 1
 //
 // A block hands its last column to the next block through a column buffer (row r at index
 // r + 2W, +inf where the block computed nothing); two buffers alternate.
+//
+// F64: exact (cost, earliest end, the published start). F32 ("tolerant"): the float values, and
+// every end within `tie` of the best one (the candidates), each with its least start (above).
+template <class O>
 struct Cursor {
+    using T = typename O::T;
+    using Vec = typename O::Vec;
+    using Mask = typename O::Mask;
+    static constexpr std::size_t W = O::W;
+    static constexpr bool kTolerant = sizeof(T) == sizeof(float);
+
     // The joint.
-    const double* b = nullptr;          // reference, +inf after column n - 1
+    const T* b = nullptr;               // reference, +inf after column n - 1
     const double* chunk_lo = nullptr;   // min and max of b over each kChunk columns
     const double* chunk_hi = nullptr;
-    const double* rev = nullptr;        // the window backwards, +inf outside it
-    double* col_values[2] = {};         // the previous block's last column and this block's (then starts)
+    const T* rev = nullptr;             // the window backwards, +inf outside it
+    T* col_values[2] = {};              // the previous block's last column and this block's (then starts)
     std::size_t n = 0, m = 0, last_step = 0, col_size = 0;
     bool stop_at_first = false;
     // The bound and the answer.
     double a0s = 0;
     double live_bound = 0;  // live: <= UB and finite
+    double chunk_slack = 1;  // F32: the chunk test's margin for the float |a0 - b|
     Vec ubv, a0, a1, inf, iota, zero;
     double best_cost = kInf;
     std::size_t best_end = 0, best_start = 0;
     std::uint64_t cells = 0;
+    // F32: the candidate ends.
+    double tie = 0;
+    Vec tiev;
+    struct Candidate {
+        double value;
+        std::size_t end, start;
+    };
+    Candidate candidates[kMaxCandidates];
+    std::size_t candidate_count = 0;
+    bool overflow = false;
     // The block.
     std::size_t j0 = 0;
     int cur = 0;
@@ -173,36 +260,43 @@ struct Cursor {
 
     static constexpr std::size_t kRow0 = 2 * W;  // index of row 0 in a column buffer
 
-    __attribute__((always_inline)) void start(const double* ref, const double* lo, const double* hi, double* window_rev,
-                                              double* const* vals, std::size_t n_, std::size_t m_,
-                                              std::span<const double> a, double ub, bool first_only) {
+    __attribute__((always_inline)) void start(const T* ref, const double* lo, const double* hi, T* window_rev,
+                                              T* const* vals, std::size_t n_, std::size_t m_,
+                                              std::span<const double> a, double ub, double tie_, bool first_only) {
         b = ref;
         chunk_lo = lo;
         chunk_hi = hi;
         n = n_;
         m = m_;
         last_step = m + W - 2;  // the step at which the last lane reaches row m - 1
-        col_size = column_buffer_size(m);
+        col_size = column_buffer_size<O>(m);
         starts_offset = col_size;
         // At step t, lane k's row t - k is rev[last_step - t + k]; rows outside the window read
         // +inf, so a lane that has not begun or is past the window holds +inf.
+        const T tinf = std::numeric_limits<T>::infinity();
         for (std::size_t y = 0; y < m + 2 * W; ++y) {
             const long i = static_cast<long>(last_step) - static_cast<long>(y);
-            window_rev[y] = i >= 0 && i < static_cast<long>(m) ? a[static_cast<std::size_t>(i)] : kInf;
+            window_rev[y] = i >= 0 && i < static_cast<long>(m) ? static_cast<T>(a[static_cast<std::size_t>(i)]) : tinf;
         }
         rev = window_rev;
         for (int k = 0; k < 2; ++k) col_values[k] = vals[k];  // values, then starts
         stop_at_first = first_only;
-        a0s = a[0];
-        a0 = broadcast(a[0]);
-        a1 = broadcast(a[1]);
-        inf = broadcast(kInf);
-        zero = broadcast(0.0);
-        double x[W];
-        for (std::size_t k = 0; k < W; ++k) x[k] = static_cast<double>(k);
-        iota = load(x);
-        live_bound = std::min(ub, std::numeric_limits<double>::max());  // UB = +inf prunes nothing
-        ubv = broadcast(live_bound);
+        a0s = static_cast<double>(static_cast<T>(a[0]));
+        a0 = O::broadcast(static_cast<T>(a[0]));
+        a1 = O::broadcast(static_cast<T>(a[1]));
+        inf = O::broadcast(tinf);
+        zero = O::broadcast(T(0));
+        T x[W];
+        for (std::size_t k = 0; k < W; ++k) x[k] = static_cast<T>(k);
+        iota = O::load(x);
+        live_bound = ub;  // UB = +inf prunes nothing: the lanes' bound is the largest finite value
+        ubv = O::broadcast(bound_up<T>(live_bound));
+        // A float |a0 - b| rounds down by at most half an ulp: the chunk test asks for that much more.
+        chunk_slack = kTolerant ? 1.0 + std::ldexp(1.0, -22) : 1.0;
+        tie = tie_;
+        tiev = O::broadcast(bound_up<T>(tie));
+        candidate_count = 0;
+        overflow = false;
         best_cost = kInf;
         best_end = best_start = 0;
         cells = 0;
@@ -213,14 +307,15 @@ struct Cursor {
 
     // Rule (8), or (9) in the last column, for the W columns from j (+inf beyond the reference).
     __attribute__((always_inline)) Vec first_row_at(std::size_t j) const {
-        const Vec bj = load(b + j), bj1 = load(b + j + 1);
-        return add(vabs(sub(a0, bj)), vmin(vmin(vabs(sub(a1, bj1)), vabs(sub(a1, bj))), vabs(sub(a0, bj1))));
+        const Vec bj = O::load(b + j), bj1 = O::load(b + j + 1);
+        return O::add(O::vabs(O::sub(a0, bj)),
+                      O::vmin(O::vmin(O::vabs(O::sub(a1, bj1)), O::vabs(O::sub(a1, bj))), O::vabs(O::sub(a0, bj1))));
     }
 
     // First row in [r, m) at which column buffer `col` is live; -1 if none.
-    long first_live_row(const double* col, long r) const {
+    long first_live_row(const T* col, long r) const {
         for (; r < static_cast<long>(m); r += static_cast<long>(W)) {
-            const unsigned live = bits(le(load(col + kRow0 + static_cast<std::size_t>(r)), ubv));
+            const unsigned live = O::bits(O::le(O::load(col + kRow0 + static_cast<std::size_t>(r)), ubv));
             if (live != 0) {
                 const long row = r + __builtin_ctz(live);
                 return row < static_cast<long>(m) ? row : -1;
@@ -236,7 +331,7 @@ struct Cursor {
         if (fresh || j0 >= n) return false;
         d0 = first_row_at(j0);
         long first = 0;
-        if (bits(le(d0, ubv)) == 0) {
+        if (O::bits(O::le(d0, ubv)) == 0) {
             first = first_live_row(col_values[1 - cur], left_from);
             if (first < 0) {
                 fresh = true;
@@ -255,35 +350,37 @@ struct Cursor {
         // block there. (8) is >= |a0 - bj|: whole chunks of the reference whose values are all
         // farther than UB from a0 are passed over, then W columns at a time.
         unsigned row0_live = 0;
+        // F32: also a margin for the rounding of this test in doubles when |a0| dwarfs the bound.
+        const double reach = kTolerant ? live_bound * chunk_slack + std::abs(a0s) * std::ldexp(1.0, -40) : live_bound;
         for (;; j0 += W) {
             if (j0 >= n) return false;
             const std::size_t c = j0 / kChunk;
-            if (a0s - live_bound > chunk_hi[c] || a0s + live_bound < chunk_lo[c]) {
+            if (a0s - reach > chunk_hi[c] || a0s + reach < chunk_lo[c]) {
                 j0 = (c + 1) * kChunk - W;  // the loop adds W
                 continue;
             }
-            if (bits(le(vabs(sub(a0, load(b + j0))), ubv)) == 0) continue;
-            row0_live = bits(le(first_row_at(j0), ubv));
+            if (O::bits(O::le(O::vabs(O::sub(a0, O::load(b + j0))), ubv)) == 0) continue;
+            row0_live = O::bits(O::le(first_row_at(j0), ubv));
             if (row0_live != 0) break;
         }
         j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
         d0 = first_row_at(j0);
         // The previous block, if any, is not this one's neighbour: nothing enters from the left.
-        double* left = col_values[1 - cur];
-        for (std::size_t x = 0; x < col_size; x += W) store(left + x, inf);
+        T* left = col_values[1 - cur];
+        for (std::size_t x = 0; x < col_size; x += W) O::store(left + x, inf);
         open_block(0);
         return true;
     }
 
     // Sets up the block at j0 (d0 computed) from step `first`.
     __attribute__((always_inline)) void open_block(long first) {
-        bv = load(b + j0);
-        j0v = add(broadcast(static_cast<double>(j0)), iota);
+        bv = O::load(b + j0);
+        j0v = O::add(O::broadcast(static_cast<T>(j0)), iota);
         t = first;
         first_step = t;
         skipped = 0;
-        double* out = col_values[cur];
-        for (std::size_t x = 0; x < col_size; x += W) store(out + x, inf);
+        T* out = col_values[cur];
+        for (std::size_t x = 0; x < col_size; x += W) O::store(out + x, inf);
         v = inf;
         s = zero;
         diag = inf;  // the previous step's left neighbours
@@ -296,9 +393,9 @@ struct Cursor {
     struct Regs {
         Vec v, s, diag, sdiag, ubv;
         long t;
-        const double* left;  // row t of the left neighbour's values; its starts `so` further on
-        double* out;         // row t - W + 1 of this block's values
-        const double* win;   // rev + last_step - t
+        const T* left;  // row t of the left neighbour's values; its starts `so` further on
+        T* out;         // row t - W + 1 of this block's values
+        const T* win;   // rev + last_step - t
     };
 
     __attribute__((always_inline)) Regs regs() const {
@@ -310,50 +407,81 @@ struct Cursor {
         v = r.v, s = r.s, diag = r.diag, sdiag = r.sdiag, t = r.t;
     }
 
+    // F32: keeps an end within `tie` of the best so far. When the list is full, ends that have
+    // fallen out of reach of the best are dropped; if none has, the sweep overflows.
+    void add_candidate(double value, std::size_t end, std::size_t start_col) {
+        if (candidate_count == kMaxCandidates) {
+            std::size_t kept = 0;
+            for (std::size_t c = 0; c < candidate_count; ++c) {
+                if (candidates[c].value <= best_cost + tie) candidates[kept++] = candidates[c];
+            }
+            candidate_count = kept;
+            if (kept == kMaxCandidates) {
+                overflow = true;
+                return;
+            }
+        }
+        candidates[candidate_count++] = {value, end, start_col};
+    }
+
     // One wavefront step: lane k computes row t - k of column j0 + k. False when the block is done.
     template <bool kFirstRows>
     __attribute__((always_inline)) bool step_at(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, Vec& ubv_, long& t_,
-                                                const double*& left_, double*& out_, const double*& win_) {
-        const Vec left = shift_in(v_, broadcast(left_[0]));
-        const Vec sleft = shift_in(s_, broadcast(left_[starts_offset]));
-        const Vec cost = vabs(sub(load(win_), bv));
-        Cell c = cell_step(cost, diag_, sdiag_, v_, s_, left, sleft);  // (10)/(11)
+                                                const T*& left_, T*& out_, const T*& win_) {
+        const Vec left = O::shift_in(v_, O::broadcast(left_[0]));
+        const Vec sleft = O::shift_in(s_, O::broadcast(left_[starts_offset]));
+        const Vec cost = O::vabs(O::sub(O::load(win_), bv));
+        Cell<O> c = kTolerant ? cell_step_tolerant<O>(cost, diag_, sdiag_, v_, s_, left, sleft, tiev, inf)
+                              : cell_step<O>(cost, diag_, sdiag_, v_, s_, left, sleft);  // (10)/(11)
         if (kFirstRows) {
             // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
-            const Mask here = lane_mask(static_cast<std::size_t>(t_));
-            c.value = select(here, d0, c.value);
-            c.start = select(here, j0v, c.start);
+            const Mask here = O::lane_mask(static_cast<std::size_t>(t_));
+            c.value = O::select(here, d0, c.value);
+            c.start = O::select(here, j0v, c.start);
         }
         diag_ = left;
         sdiag_ = sleft;
         v_ = c.value;
         s_ = c.start;
         // The last lane, row t - W + 1, goes to the column buffer.
-        store_last(out_, v_);
-        store_last(out_ + starts_offset, s_);
+        O::store_last(out_, v_);
+        O::store_last(out_ + starts_offset, s_);
 
         if (t_ >= static_cast<long>(m) - 1) {
             // Lane k = t - (m - 1) reaches the last row: an end candidate. Strict '<' keeps the
             // earliest end on ties, as the published argmin.
             const std::size_t k_end = static_cast<std::size_t>(t_) + 1 - m;
-            if (k_end < W && ((bits(le(v_, ubv_)) >> k_end) & 1u) != 0) {
-                const double value = lane(v_, k_end);
-                if (value < best_cost) {
+            if (k_end < W && ((O::bits(O::le(v_, ubv_)) >> k_end) & 1u) != 0) {
+                const double value = static_cast<double>(lane<O>(v_, k_end));
+                const std::size_t end = j0 + k_end;
+                const auto start_col = static_cast<std::size_t>(lane<O>(s_, k_end));
+                if (kTolerant) {
+                    if (value <= best_cost + tie) add_candidate(value, end, start_col);
+                    if (value < best_cost) {
+                        best_cost = value;
+                        best_end = end;
+                        best_start = start_col;
+                        // Every end whose double value can be the optimum is within `tie` of it.
+                        live_bound = std::min(live_bound, value + tie);
+                        ubv = O::broadcast(bound_up<T>(live_bound));
+                        ubv_ = ubv;
+                    }
+                } else if (value < best_cost) {
                     best_cost = value;
-                    best_end = j0 + k_end;
-                    best_start = static_cast<std::size_t>(lane(s_, k_end));
+                    best_end = end;
+                    best_start = start_col;
                     if (stop_at_first) {
                         j0 = n;  // answered: no further block
                         return false;
                     }
                     live_bound = value;  // UB tightens to the best end so far
-                    ubv = broadcast(live_bound);
+                    ubv = O::broadcast(bound_up<T>(live_bound));
                     ubv_ = ubv;
                 }
             }
             if (t_ == static_cast<long>(last_step)) return false;
         }
-        if (!kFirstRows && bits(le(vmin(v_, diag_), ubv_)) == 0) {
+        if (!kFirstRows && O::bits(O::le(O::vmin(v_, diag_), ubv_)) == 0) {
             // No lane is live, nor any diagonal predecessor of the next step, and every first row
             // has been read: nothing in this block is live until its left neighbour is again,
             // and the cells there have only dead predecessors besides it.
@@ -405,101 +533,181 @@ struct Cursor {
     }
 };
 
-}  // namespace
+// The sweep of several joints with two interleaved cursors, for either lane type: the padded
+// references in the lanes' type, their value ranges per chunk, and the cursors' scratch.
+template <class O>
+struct Engine {
+    using T = typename O::T;
+    static constexpr std::size_t W = O::W;
 
-struct Wavefront::Scratch {
-    explicit Scratch(std::size_t m) {
+    std::size_t joints, m, n;
+    std::vector<std::unique_ptr<T[]>> padded;           // per joint: the reference, then +inf
+    std::vector<std::vector<double>> chunk_lo, chunk_hi;  // per joint: value range of each 64 columns
+    std::vector<std::size_t> joints_to_sweep;
+    std::vector<T> reversed[2];
+    std::vector<T> columns[2][2];  // per cursor: two column buffers, values then starts
+    std::uint64_t cells = 0;
+
+    Engine(std::size_t window, std::span<const std::vector<double>> references)
+        : joints(references.size()), m(window), n(references[0].size()), joints_to_sweep(references.size()) {
+        // +inf after the last column: a block's lanes beyond it, and b(j + 1) of rule (8) in the
+        // last column, which turns (8) into (9) exactly (min(inf, |a1 - bj|, inf) = |a1 - bj|).
+        for (const auto& r : references) {
+            std::unique_ptr<T[]> p(new T[n + W + 1]);
+            for (std::size_t j = 0; j < n; ++j) p[j] = static_cast<T>(r[j]);
+            std::fill(p.get() + n, p.get() + n + W + 1, std::numeric_limits<T>::infinity());
+            std::vector<double> lo, hi;
+            for (std::size_t c = 0; c < n; c += kChunk) {
+                const auto [mn, mx] = std::minmax_element(p.get() + c, p.get() + std::min(n, c + kChunk));
+                lo.push_back(static_cast<double>(*mn));
+                hi.push_back(static_cast<double>(*mx));
+            }
+            padded.push_back(std::move(p));
+            chunk_lo.push_back(std::move(lo));
+            chunk_hi.push_back(std::move(hi));
+        }
         for (int c = 0; c < 2; ++c) {
-            reversed[c].assign(m + 2 * W, 0.0);
-            for (int k = 0; k < 2; ++k) columns[c][k].assign(2 * column_buffer_size(m), kInf);
+            reversed[c].assign(m + 2 * W, T(0));
+            for (int k = 0; k < 2; ++k) {
+                columns[c][k].assign(2 * column_buffer_size<O>(m), std::numeric_limits<T>::infinity());
+            }
         }
     }
-    std::vector<double> reversed[2];
-    std::vector<double> columns[2][2];  // per cursor: two column buffers, values then starts
+
+    // Sweeps every joint with bound[joint] >= 0; finish(cursor, joint) takes each joint's answer.
+    template <class Finish>
+    void sweep(std::span<const double> windows, const double* bound, const double* tie, bool stop_at_first,
+               const Finish& finish_joint) {
+        std::size_t count = 0;
+        for (std::size_t joint = 0; joint < joints; ++joint) {
+            if (bound[joint] >= 0.0) joints_to_sweep[count++] = joint;
+        }
+        const std::span<const std::size_t> todo(joints_to_sweep.data(), count);
+        // Two cursors take the joints in turn: whenever one's sweep is over it takes the next joint,
+        // so both step side by side until the last sweep runs alone.
+        Cursor<O> cursor[2];
+        std::size_t slot[2] = {0, 0};  // the cursor's position in `todo`
+        std::size_t next = 0;
+        auto finish = [&](int c) {
+            finish_joint(cursor[c], todo[slot[c]]);
+            cells += cursor[c].cells;
+        };
+        // Starts the next joint on cursor c at its first block; false when no joint is left.
+        auto launch = [&](int c) {
+            while (next < todo.size()) {
+                slot[c] = next;
+                const std::size_t joint = todo[next++];
+                T* cols[2] = {columns[c][0].data(), columns[c][1].data()};
+                cursor[c].start(padded[joint].get(), chunk_lo[joint].data(), chunk_hi[joint].data(),
+                                reversed[c].data(), cols, n, m, windows.subspan(joint * m, m), bound[joint],
+                                tie != nullptr ? tie[joint] : 0.0, stop_at_first);
+                if (cursor[c].begin_block()) return true;
+                finish(c);  // nothing in it is live
+            }
+            return false;
+        };
+        // After step() returned false: the next block after a search, or the next joint.
+        auto next_block = [&](int c) {
+            if (cursor[c].begin_block()) return true;
+            finish(c);
+            return launch(c);
+        };
+        Cursor<O>& x = cursor[0];
+        Cursor<O>& y = cursor[1];
+        bool bx = launch(0), by = launch(1);
+        while (bx && by) {
+            // The blocks' running states live in locals (registers) while both step.
+            typename Cursor<O>::Regs rx = x.regs(), ry = y.regs();
+            bool gx = true, gy = true;
+            while (gx && gy) {
+                gx = x.step(rx);
+                gy = y.step(ry);
+            }
+            if (gx) x.save(rx);
+            if (gy) y.save(ry);
+            if (!gx) bx = next_block(0);
+            if (!gy) by = next_block(1);
+        }
+        for (int c = 0; c < 2; ++c) {
+            bool busy = c == 0 ? bx : by;
+            while (busy) {
+                cursor[c].run_blocks();
+                busy = next_block(c);
+            }
+        }
+    }
+};
+
+}  // namespace
+
+struct Wavefront::Impl : Engine<F64> {
+    using Engine<F64>::Engine;
 };
 
 Wavefront::Wavefront(std::size_t window, std::span<const std::vector<double>> references)
-    : joints_(references.size()), m_(window), n_(references[0].size()), joints_to_sweep_(references.size()) {
-    // +inf after the last column: a block's lanes beyond it, and b(j + 1) of rule (8) in the last
-    // column, which turns (8) into (9) exactly (min(inf, |a1 - bj|, inf) = |a1 - bj|).
-    for (const auto& r : references) {
-        std::unique_ptr<double[]> p(new double[n_ + W + 1]);
-        std::copy(r.begin(), r.end(), p.get());
-        std::fill(p.get() + n_, p.get() + n_ + W + 1, kInf);
-        padded_.push_back(std::move(p));
-        std::vector<double> lo, hi;
-        for (std::size_t c = 0; c < n_; c += kChunk) {
-            const auto [mn, mx] = std::minmax_element(r.begin() + static_cast<std::ptrdiff_t>(c),
-                                                      r.begin() + static_cast<std::ptrdiff_t>(std::min(n_, c + kChunk)));
-            lo.push_back(*mn);
-            hi.push_back(*mx);
-        }
-        chunk_lo_.push_back(std::move(lo));
-        chunk_hi_.push_back(std::move(hi));
-    }
-    scratch_ = std::make_unique<Scratch>(m_);
-}
+    : impl_(std::make_unique<Impl>(window, references)) {}
 
 Wavefront::~Wavefront() = default;
 
+std::uint64_t Wavefront::cells() const { return impl_->cells; }
+
 void Wavefront::sweep(std::span<const double> windows, const double* bound, bool stop_at_first, Found* found) {
-    std::size_t count = 0;
-    for (std::size_t joint = 0; joint < joints_; ++joint) {
-        if (bound[joint] >= 0.0) joints_to_sweep_[count++] = joint;
+    impl_->sweep(windows, bound, nullptr, stop_at_first, [&](const Cursor<F64>& c, std::size_t joint) {
+        found[joint] = {c.best_cost, c.best_end, c.best_start};
+    });
+}
+
+#if defined(__AVX512F__)
+struct WavefrontFloat::Impl : Engine<F32> {
+    using Engine<F32>::Engine;
+};
+#else
+struct WavefrontFloat::Impl {};  // not built: the float sweep needs AVX-512
+#endif
+
+bool WavefrontFloat::built() { return kFloatSweep; }
+
+WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<double>> references) {
+    // Floats hold every reference value and column index exactly enough: finite, far from
+    // overflow, and columns below 2^24 (the carried starts are floats).
+    usable_ = kFloatSweep && references[0].size() < (std::size_t{1} << 24);
+    for (const auto& r : references) {
+        for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
     }
-    const std::span<const std::size_t> joints(joints_to_sweep_.data(), count);
-    // Two cursors take the joints in turn: whenever one's sweep is over it takes the next joint,
-    // so both step side by side until the last sweep runs alone.
-    Cursor cursor[2];
-    std::size_t slot[2] = {0, 0};  // the cursor's position in `joints`
-    std::size_t next = 0;
-    auto finish = [&](int c) {
-        found[joints[slot[c]]] = {cursor[c].best_cost, cursor[c].best_end, cursor[c].best_start};
-        cells_ += cursor[c].cells;
-    };
-    // Starts the next joint on cursor c at its first block; false when no joint is left.
-    auto launch = [&](int c) {
-        while (next < joints.size()) {
-            slot[c] = next;
-            const std::size_t joint = joints[next++];
-            double* cols[2] = {scratch_->columns[c][0].data(), scratch_->columns[c][1].data()};
-            cursor[c].start(padded_[joint].get(), chunk_lo_[joint].data(), chunk_hi_[joint].data(),
-                            scratch_->reversed[c].data(), cols, n_, m_, windows.subspan(joint * m_, m_), bound[joint],
-                            stop_at_first);
-            if (cursor[c].begin_block()) return true;
-            finish(c);  // nothing in it is live
+    if (usable_) impl_ = std::make_unique<Impl>(window, references);
+}
+
+WavefrontFloat::~WavefrontFloat() = default;
+
+std::uint64_t WavefrontFloat::cells() const {
+#if defined(__AVX512F__)
+    if (impl_) return impl_->cells;
+#endif
+    return 0;
+}
+
+void WavefrontFloat::sweep(std::span<const double> windows, const double* bound, const double* tie,
+                           Candidates* out) {
+#if defined(__AVX512F__)
+    impl_->sweep(windows, bound, tie, false, [&](const Cursor<F32>& c, std::size_t joint) {
+        Candidates& r = out[joint];
+        r.best = c.best_cost;
+        r.overflow = c.overflow;
+        r.start = c.n;
+        r.end_lo = c.n;
+        r.end_hi = 0;
+        for (std::size_t k = 0; k < c.candidate_count; ++k) {
+            const auto& e = c.candidates[k];
+            if (!(e.value <= c.best_cost + c.tie)) continue;
+            r.start = std::min(r.start, e.start);
+            r.end_lo = std::min(r.end_lo, e.end);
+            r.end_hi = std::max(r.end_hi, e.end);
         }
-        return false;
-    };
-    // After step() returned false: the next block after a search, or the next joint.
-    auto next_block = [&](int c) {
-        if (cursor[c].begin_block()) return true;
-        finish(c);
-        return launch(c);
-    };
-    Cursor& x = cursor[0];
-    Cursor& y = cursor[1];
-    bool bx = launch(0), by = launch(1);
-    while (bx && by) {
-        // The blocks' running states live in locals (registers) while both step.
-        Cursor::Regs rx = x.regs(), ry = y.regs();
-        bool gx = true, gy = true;
-        while (gx && gy) {
-            gx = x.step(rx);
-            gy = y.step(ry);
-        }
-        if (gx) x.save(rx);
-        if (gy) y.save(ry);
-        if (!gx) bx = next_block(0);
-        if (!gy) by = next_block(1);
-    }
-    for (int c = 0; c < 2; ++c) {
-        bool busy = c == 0 ? bx : by;
-        while (busy) {
-            cursor[c].run_blocks();
-            busy = next_block(c);
-        }
-    }
+    });
+#else
+    (void)windows, (void)bound, (void)tie, (void)out;
+    throw std::logic_error("the float sweep is not built (it needs AVX-512)");
+#endif
 }
 
 }  // namespace warpguard::sweeps

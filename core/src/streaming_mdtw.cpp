@@ -73,8 +73,19 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     // run at a quarter of it. Wider segments are traced alone (rebuild_path).
     segments_ = std::make_unique<sweeps::SegmentRecursion>(m_, references_, std::min(n_, 4 * m_));
     wavefront_ = std::make_unique<sweeps::Wavefront>(m_, references_);
+    wavefront_float_ = std::make_unique<sweeps::WavefrontFloat>(m_, references_);
     bounds_.resize(joints_);
     found_.resize(joints_);
+    ends_lo_.resize(joints_);
+    settled_.assign(joints_, false);
+    float_bounds_.resize(joints_);
+    ties_.resize(joints_);
+    candidates_.resize(joints_);
+    for (const auto& r : references_) {
+        double mx = 0;
+        for (const double x : r) mx = std::max(mx, std::abs(x));
+        ref_max_abs_.push_back(mx);
+    }
     // The segment rebuild needs at most m x n cells; only the rows and columns of the matched
     // segment are touched, so the pages of a long reference stay untouched unless a match spans it.
     region_.reset(new double[m_ * n_]);
@@ -91,15 +102,41 @@ void StreamingMdtw::set_kernel(SweepKernel kernel) {
     if (kernel != SweepKernel::Auto) next_ = kernel;
 }
 
-std::uint64_t StreamingMdtw::cells() const { return lockstep_->cells() + wavefront_->cells(); }
+std::uint64_t StreamingMdtw::cells() const {
+    return lockstep_->cells() + wavefront_->cells() + wavefront_float_->cells();
+}
+
+bool StreamingMdtw::float_sweep_built() { return sweeps::WavefrontFloat::built(); }
+
+double StreamingMdtw::float_error_bound(std::size_t window, double max_abs_a, double max_abs_b, double bound) {
+    // Unit roundoffs of float and double.
+    const double uf = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -53);
+    const double mag = max_abs_a + max_abs_b;
+    const double rows = static_cast<double>(window) + 1.0;  // the first row adds two local costs
+    // The values that matter stay below v: the bound plus the error itself (which is far smaller).
+    const double v = 2.0 * (bound + rows * 3.0 * uf * mag);
+    // Per row, a float cell differs from the exact sum by the local cost's error (two roundings
+    // to float and one of the subtraction: <= 2.0001 uf (|a| + |b|)) plus the addition's rounding
+    // (<= uf v); the published double values differ from the exact sum by the same in doubles. Min
+    // and |x| are exact. A quarter more for safety.
+    return 1.25 * rows * (2.0001 * uf * mag + uf * v + ud * (2.0 * mag + v));
+}
 
 void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_first) {
-    const SweepKernel used = next_;
+    SweepKernel used = next_;
     const std::uint64_t before = cells();
+    std::fill(settled_.begin(), settled_.end(), false);
     if (used == SweepKernel::Lockstep) {
         lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+    } else if (!stop_at_first && wavefront_float_->usable() &&
+               (kernel_ == SweepKernel::WavefrontFloat || (kernel_ == SweepKernel::Auto && used == SweepKernel::Wavefront))) {
+        run_float_sweep(windows);
+        used = SweepKernel::WavefrontFloat;
     } else {
         wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+    }
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        if (!settled_[joint]) ends_lo_[joint] = found_[joint].end;
     }
     // An early exit (exists_within) is not a match: it neither counts as the last match's sweep nor
     // says much about the next sample's work.
@@ -117,8 +154,53 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
     // the choice does not flip at every sample.
     const double full = static_cast<double>(joints_) * static_cast<double>(m_) * static_cast<double>(n_);
     const double work = static_cast<double>(cells() - before) / full;
-    if (used == SweepKernel::Wavefront && work > kToLockstep) next_ = SweepKernel::Lockstep;
+    if (used != SweepKernel::Lockstep && work > kToLockstep) next_ = SweepKernel::Lockstep;
     if (used == SweepKernel::Lockstep && work < kToWavefront) next_ = SweepKernel::Wavefront;
+}
+
+void StreamingMdtw::run_float_sweep(std::span<const double> windows) {
+    // The float sweep keeps every cell whose double value is <= UB (its bound is UB + E) and
+    // reports the ends that can be the optimum. A joint without a finite bound (a stream's first
+    // sample) has no E and goes to the exact sweep at once.
+    bool any = false;
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        const double ub = bounds_[joint];
+        float_bounds_[joint] = -1.0;
+        if (!(ub >= 0.0) || !std::isfinite(ub)) continue;
+        const auto a = windows.subspan(joint * m_, m_);
+        double max_a = 0;
+        for (const double x : a) max_a = std::max(max_a, std::abs(x));
+        if (!std::isfinite(max_a) || max_a >= 1e30) continue;
+        const double e = float_error_bound(m_, max_a, ref_max_abs_[joint], ub);
+        float_bounds_[joint] = ub + e;
+        ties_[joint] = 2.0 * e;
+        any = true;
+    }
+    if (any) wavefront_float_->sweep(windows, float_bounds_.data(), ties_.data(), candidates_.data());
+    // Settled: the candidate ends and the least start fit the segment recursion of step 3, which
+    // then finds the exact optimum among them. Otherwise the exact sweep, with the bound the float
+    // one proved (the best float end is within E of its double value).
+    bool exact = false;
+    for (std::size_t joint = 0; joint < joints_; ++joint) {
+        if (float_bounds_[joint] < 0.0) {
+            exact = exact || bounds_[joint] >= 0.0;
+            continue;
+        }
+        const sweeps::Candidates& c = candidates_[joint];
+        const double e = ties_[joint] / 2.0;
+        if (std::isfinite(c.best) && !c.overflow && c.end_hi >= c.start &&
+            c.end_hi - c.start + 1 <= segments_->max_width()) {
+            settled_[joint] = true;
+            found_[joint] = {c.best, c.end_hi, c.start};
+            ends_lo_[joint] = c.end_lo;
+            bounds_[joint] = -1.0;  // not swept again
+            continue;
+        }
+        ++float_fallbacks_;
+        if (std::isfinite(c.best)) bounds_[joint] = std::min(bounds_[joint], c.best + e);
+        exact = true;
+    }
+    if (exact) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
 }
 
 double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const double> a) const {
@@ -213,8 +295,21 @@ void StreamingMdtw::match(std::span<const double> windows) {
         segments_->compute(windows, lane_joint, lane_start, lane_width, lanes);
         for (std::size_t c = 0; c < lanes; ++c) {
             const sweeps::SegmentRecursion& seg = *segments_;
-            backtrack(m_, lane_start[c], lane_width[c], [&](std::size_t i, std::size_t x) { return seg.at(i, x, c); },
-                      results_[lane_joint[c]]);
+            const std::size_t joint = lane_joint[c];
+            std::size_t w = lane_width[c];
+            if (settled_[joint]) {
+                // The float sweep's candidate ends: the least exact value among them, the earliest
+                // on ties, is the published optimum (the segment holds the published path of
+                // every end that can be optimal, and no other end's value there is below its own).
+                std::size_t best = ends_lo_[joint] - lane_start[c];
+                for (std::size_t x = best + 1; x < lane_width[c]; ++x) {
+                    if (seg.at(m_ - 1, x, c) < seg.at(m_ - 1, best, c)) best = x;
+                }
+                w = best + 1;
+                results_[joint].cost = seg.at(m_ - 1, best, c);
+            }
+            backtrack(m_, lane_start[c], w, [&](std::size_t i, std::size_t x) { return seg.at(i, x, c); },
+                      results_[joint]);
         }
         lanes = 0;
     };

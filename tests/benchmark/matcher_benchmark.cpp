@@ -3,8 +3,9 @@
 // periodic (several near-identical cycles: the optimum jumps between them) and collision streams.
 // Every published result is compared with the streaming one (mismatches must be 0).
 //
-//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront]
-//   (--m/--n: only that size; --kernel: force one of the streaming matcher's two sweeps)
+//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]
+//   (--m/--n: only that size; --kernel: force one of the streaming matcher's sweeps; `float` is the
+//   wavefront in float lanes, which `auto` takes where it would take the wavefront, when built)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -159,6 +160,8 @@ struct Row {
     std::size_t compared = 0, mismatches = 0;
     std::uint64_t cells = 0;  // cells the streaming sweeps computed
     std::size_t lockstep_samples = 0;  // samples the automatic choice swept with the lockstep sweep
+    std::size_t float_samples = 0;     // ... with the float wavefront
+    std::uint64_t float_fallbacks = 0;  // joints the float wavefront handed to the exact sweep
 };
 
 Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel) {
@@ -189,6 +192,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
         streaming.match(windows);
         const auto t1 = Clock::now();
         if (streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
+        if (streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat) ++row.float_samples;
         const bool measured = i >= m;  // after the window has filled with real samples
         if (measured) t_stream.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
 
@@ -212,6 +216,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
     row.published = summarise(t_pub);
     row.streaming = summarise(t_stream);
     row.cells = streaming.cells();
+    row.float_fallbacks = streaming.float_fallbacks();
     return row;
 }
 
@@ -243,12 +248,14 @@ int main(int argc, char** argv) {
                 kernel = StreamingMdtw::SweepKernel::Lockstep;
             } else if (k == "wavefront") {
                 kernel = StreamingMdtw::SweepKernel::Wavefront;
+            } else if (k == "float") {
+                kernel = StreamingMdtw::SweepKernel::WavefrontFloat;
             } else {
-                std::fprintf(stderr, "--kernel must be auto, lockstep or wavefront, got '%s'\n", k.c_str());
+                std::fprintf(stderr, "--kernel must be auto, lockstep, wavefront or float, got '%s'\n", k.c_str());
                 return 2;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront]\n",
+            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]\n",
                          argv[0]);
             return 2;
         }
@@ -280,7 +287,9 @@ int main(int argc, char** argv) {
                                 {"compared", r.compared},
                                 {"mismatches", r.mismatches},
                                 {"streaming_cells_per_sample", static_cast<double>(r.cells) / static_cast<double>(r.streaming.samples + m)},
-                                {"lockstep_samples", r.lockstep_samples}});
+                                {"lockstep_samples", r.lockstep_samples},
+                                {"float_samples", r.float_samples},
+                                {"float_fallbacks", r.float_fallbacks}});
             }
         }
     }

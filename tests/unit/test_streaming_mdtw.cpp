@@ -59,8 +59,17 @@ struct Counts {
     std::uint64_t cells = 0;        // cells the sweeps computed
     std::uint64_t full_cells = 0;   // cells of the published algorithm's matrices
     std::size_t jumps = 0;  // the optimal end moved by more than m reference samples between samples
-    std::size_t lockstep = 0, wavefront = 0;  // samples swept by each kernel
+    std::size_t lockstep = 0, wavefront = 0, wavefront_float = 0;  // samples swept by each kernel
+    std::uint64_t float_fallbacks = 0;  // joints the float sweep handed to the exact one
 };
+
+std::size_t& samples_of(Counts& counts, StreamingMdtw::SweepKernel kernel) {
+    switch (kernel) {
+        case StreamingMdtw::SweepKernel::Lockstep: return counts.lockstep;
+        case StreamingMdtw::SweepKernel::WavefrontFloat: return counts.wavefront_float;
+        default: return counts.wavefront;
+    }
+}
 
 using Kernel = StreamingMdtw::SweepKernel;
 
@@ -106,7 +115,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
             std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * sc.m));
         }
         streaming.match(windows);
-        (streaming.last_kernel() == Kernel::Lockstep ? counts.lockstep : counts.wavefront) += 1;
+        samples_of(counts, streaming.last_kernel()) += 1;
         for (std::size_t k = 0; k < sc.joints; ++k) {
             const auto& expected = oracle.match(fifo[k], refs[k]);
             const auto& got = streaming.result(k);
@@ -122,6 +131,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
     }
     counts.full_cells += sc.samples * sc.m * sc.n * sc.joints;
     counts.cells += streaming.cells();
+    counts.float_fallbacks += streaming.float_fallbacks();
 }
 
 }  // namespace
@@ -146,15 +156,22 @@ TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ r
     CHECK(counts.windows >= 10000);
     CHECK(counts.jumps >= 20);  // the periodic streams really made the optimum jump between cycles
     // The automatic choice used both sweeps (the quantised and plateaued windows keep most cells alive).
-    INFO("samples swept: lockstep " << counts.lockstep << ", wavefront " << counts.wavefront);
+    INFO("samples swept: lockstep " << counts.lockstep << ", wavefront " << counts.wavefront << ", float wavefront "
+                                    << counts.wavefront_float << "; float fallbacks " << counts.float_fallbacks);
     CHECK(counts.lockstep >= 100);
-    CHECK(counts.wavefront >= 100);
+    if (StreamingMdtw::float_sweep_built()) {
+        // Auto takes the float wavefront wherever it would take the double one.
+        CHECK(counts.wavefront_float >= 100);
+        CHECK(counts.wavefront == 0);
+    } else {
+        CHECK(counts.wavefront >= 100);
+    }
     // ... and pruned: the sweeps computed a fraction of the full matrices.
     INFO("cells " << counts.cells << " of " << counts.full_cells);
     CHECK(counts.cells * 2 < counts.full_cells);
 }
 
-TEST_CASE("each of the two sweeps alone returns exactly the published mDTW", "[streaming]") {
+TEST_CASE("each sweep alone returns exactly the published mDTW", "[streaming]") {
     const Scenario scenarios[] = {
         {Shape::Smooth, 6, 16, 400, 150, 1.0, 0.02, true},
         {Shape::Periodic, 5, 32, 1200, 120, 6.0, 0.02, true},
@@ -167,14 +184,18 @@ TEST_CASE("each of the two sweeps alone returns exactly the published mDTW", "[s
         {Shape::Periodic, 4, 9, 9, 40, 2.0, 0.01, true},
         {Shape::Plateaus, 2, 12, 70, 40, 1.0, 0.0, true},     // one value-range chunk and a bit
     };
-    for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront}) {
+    for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront, Kernel::WavefrontFloat}) {
+        if (kernel == Kernel::WavefrontFloat && !StreamingMdtw::float_sweep_built()) continue;
         Counts counts;
         std::uint64_t seed = 2000;
         for (const auto& sc : scenarios) run(sc, seed++, counts, kernel);
-        INFO((kernel == Kernel::Lockstep ? "lockstep" : "wavefront") << ": windows " << counts.windows);
+        INFO(static_cast<int>(kernel) << ": windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
         CHECK(counts.windows == 150 * 6 + 120 * 5 + 100 * 7 + 100 * 6 + 200 + 100 * 9 + 40 * (3 + 2 + 4 + 2));
-        CHECK((kernel == Kernel::Lockstep ? counts.lockstep : counts.wavefront) ==
-              150 + 120 + 100 + 100 + 200 + 100 + 4 * 40);
+        CHECK(samples_of(counts, kernel) == 150 + 120 + 100 + 100 + 200 + 100 + 4 * 40);
+        if (kernel == Kernel::WavefrontFloat) {
+            // The float sweep settles most joints itself; the exact sweep takes the rest.
+            CHECK(counts.float_fallbacks * 10 < counts.windows);
+        }
     }
 }
 

@@ -44,7 +44,9 @@ namespace sweeps {
 class Lockstep;
 class SegmentRecursion;
 class Wavefront;
+class WavefrontFloat;
 struct Found;
+struct Candidates;
 }  // namespace sweeps
 
 class StreamingMdtw {
@@ -75,11 +77,23 @@ public:
     // wavefront counts every lane of its steps, also those outside the matrix at a block's ends).
     std::uint64_t cells() const;
 
-    // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work;
-    // the others force one, for tests and benchmarks. Results are identical either way.
-    enum class SweepKernel { Auto, Lockstep, Wavefront };
+    // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work,
+    // and takes the wavefront in float lanes where it is built (AVX-512) and the sample has a bound;
+    // the others force one, for tests and benchmarks (WavefrontFloat still sweeps a stream's first
+    // sample, which has no bound, in doubles). Results are identical either way.
+    enum class SweepKernel { Auto, Lockstep, Wavefront, WavefrontFloat };
     void set_kernel(SweepKernel kernel);
     SweepKernel last_kernel() const { return last_; }  // the sweep the last match() used
+    // Joints the float sweep handed to the exact double sweep so far (an end too uncertain or a
+    // segment too wide to settle from the float values).
+    std::uint64_t float_fallbacks() const { return float_fallbacks_; }
+    // Whether this build has the float sweep (it needs AVX-512 on the build host).
+    static bool float_sweep_built();
+
+    // E: a bound on |float value - double value| of every cell the float sweep must keep, for a
+    // window whose values are at most max_abs_a and a reference at most max_abs_b in magnitude,
+    // when the cells that matter are <= bound (docs/performance.md derives it).
+    static double float_error_bound(std::size_t window, double max_abs_a, double max_abs_b, double bound);
 
 private:
     // Auto: wavefront -> lockstep above this share of the full matrices, back below the other.
@@ -91,6 +105,9 @@ private:
     // Step 2 with bounds_ (< 0: joint not swept) into found_, and (for a match, not an early exit)
     // the choice of the next sample's sweep.
     void run_sweep(std::span<const double> windows, bool stop_at_first);
+    // Step 2 in float lanes: joints it settles get their segment in found_ and ends_lo_; the rest
+    // are swept exactly.
+    void run_float_sweep(std::span<const double> windows);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
@@ -104,12 +121,20 @@ private:
 
     std::unique_ptr<sweeps::Lockstep> lockstep_;
     std::unique_ptr<sweeps::Wavefront> wavefront_;
+    std::unique_ptr<sweeps::WavefrontFloat> wavefront_float_;
     std::unique_ptr<sweeps::SegmentRecursion> segments_;
     SweepKernel kernel_ = SweepKernel::Auto;
     SweepKernel next_ = SweepKernel::Wavefront;
     SweepKernel last_ = SweepKernel::Wavefront;
     std::vector<double> bounds_;  // per joint, per sample: the sweep's bound (allocated once)
     std::vector<sweeps::Found> found_;
+    // Per joint, per sample: the least end to consider in the matched segment (found_[j].end for
+    // an exact sweep; the float sweep's end_lo otherwise), and the float sweep's state.
+    std::vector<std::size_t> ends_lo_;
+    std::vector<bool> settled_;  // the float sweep settled the joint (its cost comes from step 3)
+    std::vector<double> float_bounds_, ties_, ref_max_abs_;
+    std::vector<sweeps::Candidates> candidates_;
+    std::uint64_t float_fallbacks_ = 0;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
 };
