@@ -65,6 +65,8 @@ struct F32 {
     static Mask le(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
     static Mask eq(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_ps(m, no, yes); }
+    // min(a, b) where m is set, `src` elsewhere.
+    static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm512_mask_min_ps(src, m, a, b); }
     static unsigned bits(Mask m) { return m; }
     static Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
     static Vec shift_in(Vec v, Vec h) {
@@ -173,8 +175,8 @@ inline Cell<O> cell_step_tolerant(typename O::Vec cost, typename O::Vec diag, ty
     const auto best = O::vmin(O::vmin(diag, up), left);
     const auto near = O::add(best, tie);
     auto s = O::select(O::le(left, near), sleft, inf);
-    s = O::vmin(s, O::select(O::le(up, near), sup, inf));
-    s = O::vmin(s, O::select(O::le(diag, near), sdiag, inf));
+    s = O::min_where(s, O::le(up, near), s, sup);
+    s = O::min_where(s, O::le(diag, near), s, sdiag);
     return {O::add(cost, best), s};
 }
 
@@ -431,8 +433,12 @@ struct Cursor {
         const Vec left = O::shift_in(v_, O::broadcast(left_[0]));
         const Vec sleft = O::shift_in(s_, O::broadcast(left_[starts_offset]));
         const Vec cost = O::vabs(O::sub(O::load(win_), bv));
-        Cell<O> c = kTolerant ? cell_step_tolerant<O>(cost, diag_, sdiag_, v_, s_, left, sleft, tiev, inf)
-                              : cell_step<O>(cost, diag_, sdiag_, v_, s_, left, sleft);  // (10)/(11)
+        Cell<O> c;  // (10)/(11)
+        if constexpr (kTolerant) {
+            c = cell_step_tolerant<O>(cost, diag_, sdiag_, v_, s_, left, sleft, tiev, inf);
+        } else {
+            c = cell_step<O>(cost, diag_, sdiag_, v_, s_, left, sleft);
+        }
         if (kFirstRows) {
             // Lane t reaches row 1, which is not cumulative: (8)/(9), live or not.
             const Mask here = O::lane_mask(static_cast<std::size_t>(t_));

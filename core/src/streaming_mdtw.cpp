@@ -129,10 +129,18 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
     if (used == SweepKernel::Lockstep) {
         lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     } else if (!stop_at_first && wavefront_float_->usable() &&
-               (kernel_ == SweepKernel::WavefrontFloat || (kernel_ == SweepKernel::Auto && used == SweepKernel::Wavefront))) {
+               (kernel_ == SweepKernel::WavefrontFloat ||
+                (kernel_ == SweepKernel::Auto && used == SweepKernel::Wavefront && float_pause_ == 0))) {
+        const std::uint64_t fallbacks = float_fallbacks_;
         run_float_sweep(windows);
         used = SweepKernel::WavefrontFloat;
+        // Windows whose ends tie within the float error (flat stretches of quantised readings)
+        // send their joints to the exact sweep, which then costs more than it alone would: after a
+        // sample where more than a quarter of the joints went there, Auto sweeps in doubles for a
+        // while before it tries the float sweep again.
+        if ((float_fallbacks_ - fallbacks) * 4 > joints_) float_pause_ = kFloatPause;
     } else {
+        if (!stop_at_first && float_pause_ > 0) --float_pause_;
         wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     }
     for (std::size_t joint = 0; joint < joints_; ++joint) {

@@ -160,9 +160,10 @@ TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ r
                                     << counts.wavefront_float << "; float fallbacks " << counts.float_fallbacks);
     CHECK(counts.lockstep >= 100);
     if (StreamingMdtw::float_sweep_built()) {
-        // Auto takes the float wavefront wherever it would take the double one.
+        // Auto takes the float wavefront where it would take the double one, except for a while
+        // after a sample whose ties sent many joints to the exact sweep.
         CHECK(counts.wavefront_float >= 100);
-        CHECK(counts.wavefront == 0);
+        CHECK(counts.wavefront_float > 5 * counts.wavefront);
     } else {
         CHECK(counts.wavefront >= 100);
     }

@@ -99,6 +99,9 @@ private:
     // Auto: wavefront -> lockstep above this share of the full matrices, back below the other.
     static constexpr double kToLockstep = 0.25;
     static constexpr double kToWavefront = 0.10;
+    // Auto: samples swept in doubles after the float sweep sent over a quarter of the joints to the
+    // exact sweep (a documented default: a retry costs at most 1/32 of the samples' float sweeps).
+    static constexpr std::size_t kFloatPause = 32;
 
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
@@ -135,6 +138,7 @@ private:
     std::vector<double> float_bounds_, ties_, ref_max_abs_;
     std::vector<sweeps::Candidates> candidates_;
     std::uint64_t float_fallbacks_ = 0;
+    std::size_t float_pause_ = 0;  // Auto: samples left before the float sweep is tried again
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
 };
