@@ -50,6 +50,10 @@ print('| %d | %d | %.3f | %.3f | %.3f | %.3f | %d | %.3f | %.3f | %d | %.0f | %.
 done
 
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+# One robot's mean decision time, for the overload sentence below.
+decision_ms=$(python3 -c "
+import json; d=json.load(open('$work/robots-1.json')); robots=d['robots'] if isinstance(d, dict) else d
+print('%.1f' % (sum(x['processing_us']['mean'] for x in robots) / len(robots) / 1000))")
 cat > docs/daemon-load.md <<MD
 # warpguardd under load
 
@@ -85,7 +89,7 @@ matcher's cell arena and fell back to the published algorithm at about 5 ms each
 p99 at 5.8-6.3 ms; the matcher no longer has an arena or a fallback. The maxima of a few
 milliseconds are single stalls of this virtual machine (a thread sleeping 1 ms here has been seen
 to wake up to 30 ms late, docs/daemon.md). At 16 robots x 500 Hz the two cores are saturated:
-16 x 500 decisions of about 0.3 ms need more than two cores, and the load client falls behind
+16 x 500 decisions of about $decision_ms ms (one robot's mean) need more than two cores, and the load client falls behind
 ("client late"), so that row shows the daemon under overload, not at 500 Hz.
 MD
 cat docs/daemon-load.md

@@ -42,6 +42,7 @@ struct Scenario {
     double cycles;     // reference covers this many cycles (periodic: the optimum can jump between them)
     double noise;
     bool collisions;
+    double offset = 0;  // added to every value (large: float roundings near the differences' size)
 };
 
 std::string name(Shape s) {
@@ -86,7 +87,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
     for (std::size_t k = 0; k < sc.joints; ++k) {
         for (std::size_t j = 0; j < sc.n; ++j) {
             const double x = sc.cycles * static_cast<double>(j) / static_cast<double>(sc.n);
-            refs[k][j] = std::round((sig[k](x) + sc.noise * gauss(rng)) * 1000.0) / 1000.0;
+            refs[k][j] = std::round((sc.offset + sig[k](x) + sc.noise * gauss(rng)) * 1000.0) / 1000.0;
         }
     }
     StreamingMdtw streaming(sc.m, refs);
@@ -106,7 +107,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
         if (sc.collisions && u(rng) < 0.01) bump = 5.0 + 20.0 * u(rng);
         bump *= 0.8;
         for (std::size_t k = 0; k < sc.joints; ++k) {
-            const double value = std::round((sig[k](std::fmod(x, sc.cycles)) + sc.noise * gauss(rng) +
+            const double value = std::round((sc.offset + sig[k](std::fmod(x, sc.cycles)) + sc.noise * gauss(rng) +
                                              (k % 2 ? bump : -bump)) * 1000.0) / 1000.0;
             auto& f = fifo[k];
             if (f.empty()) f.assign(sc.m, value);  // the thesis's start: m copies of the first sample
@@ -256,4 +257,25 @@ TEST_CASE("the streaming matcher refuses inconsistent input with a clear message
     StreamingMdtw s(2, ok);
     const std::vector<double> three{1, 2, 3};
     CHECK_THROWS_WITH(s.match(three), Catch::Contains("3 window values given; expected 1 joints x 2 samples"));
+}
+
+TEST_CASE("the float sweep stays exact where float roundings are as large as the differences", "[streaming]") {
+    if (!StreamingMdtw::float_sweep_built()) return;  // nothing to check without AVX-512
+    // Values near 2,000 on a 0.001 grid: a float holds them only to about 1e-4, the size of the
+    // smallest differences, so many ends and predecessors lie within the error bound of each other.
+    const Scenario scenarios[] = {
+        {Shape::Smooth, 6, 32, 800, 200, 1.0, 0.01, true, 2000.0},
+        {Shape::Periodic, 4, 24, 900, 200, 5.0, 0.0, true, -2000.0},
+        {Shape::Quantised, 3, 16, 400, 200, 2.0, 0.0, false, 2000.0},
+    };
+    Counts counts;
+    std::uint64_t seed = 3000;
+    for (const auto& sc : scenarios) run(sc, seed++, counts, Kernel::WavefrontFloat);
+    INFO("windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
+    CHECK(counts.windows == 200 * 6 + 200 * 4 + 200 * 3);
+    CHECK(counts.wavefront_float == 600);
+    // Float values: every one within E of the double one, and E is small against the optimum here.
+    const double e = StreamingMdtw::float_error_bound(32, 2010.0, 2010.0, 5.0);
+    CHECK(e > 0.0);
+    CHECK(e < 0.05);
 }

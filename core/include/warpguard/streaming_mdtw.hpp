@@ -18,6 +18,13 @@
 //    by column (fast where most cells of every joint are alive), or per joint in wavefront blocks
 //    of adjacent columns, two joints interleaved (fast where few cells are alive and they lie
 //    elsewhere for each joint). Each sample uses the one the previous sample's work points to.
+//    Where the build has AVX-512, the wavefront runs in float lanes instead (16 per vector, not 8):
+//    every float value is within E of the double one (float_error_bound), so the float sweep
+//    prunes over UB + E, keeps every end within 2E of its best, and carries per cell the least
+//    start over predecessors within 2E of the minimum: no larger than the published path's start.
+//    Step 3 over [that start, the last kept end] then has every candidate end's published path
+//    in it, and the least exact value there (the earliest on ties) is the published optimum. A
+//    joint whose kept ends are too many or too far apart is swept again exactly, in doubles.
 // 3. The warping path is rebuilt with the published recursion over the matched segment
 //    [start, end] only (up to eight joints side by side in vector lanes); every cell of the
 //    optimal path gets exactly its full-matrix value there, every other cell one no smaller, so
