@@ -260,7 +260,6 @@ TEST_CASE("the streaming matcher refuses inconsistent input with a clear message
 }
 
 TEST_CASE("the float sweep stays exact where float roundings are as large as the differences", "[streaming]") {
-    if (!StreamingMdtw::float_sweep_built()) return;  // nothing to check without AVX-512
     // Values near 2,000 on a 0.001 grid: a float holds them only to about 1e-4, the size of the
     // smallest differences, so many ends and predecessors lie within the error bound of each other.
     const Scenario scenarios[] = {
@@ -273,7 +272,9 @@ TEST_CASE("the float sweep stays exact where float roundings are as large as the
     for (const auto& sc : scenarios) run(sc, seed++, counts, Kernel::WavefrontFloat);
     INFO("windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
     CHECK(counts.windows == 200 * 6 + 200 * 4 + 200 * 3);
-    CHECK(counts.wavefront_float == 600);
+    // Without AVX-512 the forced float sweep is the double wavefront; the results above were
+    // checked against the oracle either way.
+    CHECK(counts.wavefront_float == (StreamingMdtw::float_sweep_built() ? 600u : 0u));
     // Float values: every one within E of the double one, and E is small against the optimum here.
     const double e = StreamingMdtw::float_error_bound(32, 2010.0, 2010.0, 5.0);
     CHECK(e > 0.0);
