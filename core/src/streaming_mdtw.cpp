@@ -140,7 +140,8 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
         // while before it tries the float sweep again.
         if ((float_fallbacks_ - fallbacks) * 4 > joints_) float_pause_ = kFloatPause;
     } else {
-        if (used == SweepKernel::WavefrontFloat) used = SweepKernel::Wavefront;  // not built, or no float bound
+        // Forced float but not usable (not built, or the references do not fit floats): doubles.
+        if (used == SweepKernel::WavefrontFloat) used = SweepKernel::Wavefront;
         if (!stop_at_first && float_pause_ > 0) --float_pause_;
         wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     }
