@@ -680,7 +680,11 @@ WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<d
     for (const auto& r : references) {
         for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
     }
+#if defined(__AVX512F__)
     if (usable_) impl_ = std::make_unique<Impl>(window, references);
+#else
+    (void)window;
+#endif
 }
 
 WavefrontFloat::~WavefrontFloat() = default;
