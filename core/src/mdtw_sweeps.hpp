@@ -1,4 +1,5 @@
-// The two exact pruned sweeps behind StreamingMdtw (step 2 in streaming_mdtw.hpp); internal to core.
+// The two exact pruned sweeps behind StreamingMdtw (step 2 in streaming_mdtw.hpp), and the float
+// wavefront that narrows their work where the build has AVX-512 (WavefrontFloat, below); internal to core.
 //
 // Both return, per joint, exactly the published optimum's cost, its earliest end and the start of
 // the path the published backtracking follows, pruning every cell over the joint's bound (a cell
