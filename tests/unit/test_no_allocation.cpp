@@ -1,6 +1,8 @@
 // The per-sample path must not allocate after warm-up. This binary replaces the global operator
 // new to count every allocation made while the detector runs.
 #include <atomic>
+#include <cmath>
+#include <span>
 #include <cstdlib>
 #include <new>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "test_data.hpp"
 #include "warpguard/detector.hpp"
 #include "warpguard/envelope.hpp"
+#include "warpguard/streaming_mdtw.hpp"
 #include "session.hpp"
 #include <cstdio>
 #include <filesystem>
@@ -190,4 +193,42 @@ TEST_CASE("the phase-aware detector with a speed model does not allocate per sam
     CHECK(g_allocations.load() == before_payload);
     CHECK(carrying.payload_declared());
     CHECK(carrying.payload_taken_off(1) != 0.0);
+}
+
+TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[streaming][realtime]") {
+    // A smooth 6-joint stream, the float wavefront forced (and its exact fallback), then Auto.
+    const std::size_t joints = 6, m = 32, n = 2000, samples = 600;
+    std::vector<std::vector<double>> refs(joints, std::vector<double>(n));
+    for (std::size_t k = 0; k < joints; ++k) {
+        for (std::size_t j = 0; j < n; ++j) {
+            const double x = static_cast<double>(j) / 200.0 + static_cast<double>(k);
+            refs[k][j] = std::round((3.0 * std::sin(x) + std::sin(2.7 * x)) * 1000.0) / 1000.0;
+        }
+    }
+    // Every window of the stream, prepared before counting (0.9 times the reference's rate).
+    std::vector<double> windows(samples * joints * m);
+    for (std::size_t s = 0; s < samples; ++s) {
+        for (std::size_t k = 0; k < joints; ++k) {
+            for (std::size_t i = 0; i < m; ++i) {
+                const double t = 0.9 * static_cast<double>(s + i + 100);
+                const double x = t / 200.0 + static_cast<double>(k);
+                windows[(s * joints + k) * m + i] = std::round((3.0 * std::sin(x) + std::sin(2.7 * x)) * 1000.0) / 1000.0;
+            }
+        }
+    }
+    for (const auto kernel : {StreamingMdtw::SweepKernel::WavefrontFloat, StreamingMdtw::SweepKernel::Auto}) {
+        StreamingMdtw matcher(m, refs);
+        matcher.set_kernel(kernel);
+        const std::span<const double> all(windows);
+        matcher.match(all.subspan(0, joints * m));  // warm-up: the first sample has no bound
+        const std::size_t before = g_allocations.load();
+        std::size_t float_samples = 0;
+        for (std::size_t s = 1; s < samples; ++s) {
+            matcher.match(all.subspan(s * joints * m, joints * m));
+            float_samples += matcher.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat;
+        }
+        CHECK(g_allocations.load() == before);
+        if (StreamingMdtw::float_sweep_built()) CHECK(float_samples > samples / 2);
+        CHECK(matcher.result(0).path.size() >= m);
+    }
 }
