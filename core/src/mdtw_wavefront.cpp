@@ -63,7 +63,6 @@ struct F32 {
     static Vec vabs(Vec x) { return _mm512_abs_ps(x); }
     static Vec vmin(Vec a, Vec b) { return _mm512_min_ps(a, b); }
     static Mask le(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
-    static Mask eq(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_ps(m, no, yes); }
     // min(a, b) where m is set, `src` elsewhere.
     static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm512_mask_min_ps(src, m, a, b); }

@@ -145,9 +145,6 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
         if (!stop_at_first && float_pause_ > 0) --float_pause_;
         wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
     }
-    for (std::size_t joint = 0; joint < joints_; ++joint) {
-        if (!settled_[joint]) ends_lo_[joint] = found_[joint].end;
-    }
     // An early exit (exists_within) is not a match: it neither counts as the last match's sweep nor
     // says much about the next sample's work.
     if (stop_at_first) return;

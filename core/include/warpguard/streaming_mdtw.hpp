@@ -138,10 +138,10 @@ private:
     SweepKernel last_ = SweepKernel::Wavefront;
     std::vector<double> bounds_;  // per joint, per sample: the sweep's bound (allocated once)
     std::vector<sweeps::Found> found_;
-    // Per joint, per sample: the least end to consider in the matched segment (found_[j].end for
-    // an exact sweep; the float sweep's end_lo otherwise), and the float sweep's state.
+    // Per joint, per sample: whether the float sweep settled the joint (its cost and end then come
+    // from step 3, which chooses among the ends from ends_lo_ to found_'s end), and its state.
     std::vector<std::size_t> ends_lo_;
-    std::vector<bool> settled_;  // the float sweep settled the joint (its cost comes from step 3)
+    std::vector<bool> settled_;
     std::vector<double> float_bounds_, ties_, ref_max_abs_;
     std::vector<sweeps::Candidates> candidates_;
     std::uint64_t float_fallbacks_ = 0;
