@@ -463,9 +463,7 @@ struct Cursor {
                 if (kTolerant) {
                     if (value <= best_cost + tie) add_candidate(value, end, start_col);
                     if (value < best_cost) {
-                        best_cost = value;
-                        best_end = end;
-                        best_start = start_col;
+                        best_cost = value;  // the candidates carry the ends and starts
                         // Every end whose double value can be the optimum is within `tie` of it.
                         live_bound = std::min(live_bound, value + tie);
                         ubv = O::broadcast(bound_up<T>(live_bound));

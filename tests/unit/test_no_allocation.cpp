@@ -198,21 +198,21 @@ TEST_CASE("the phase-aware detector with a speed model does not allocate per sam
 TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[streaming][realtime]") {
     // A smooth 6-joint stream, the float wavefront forced (and its exact fallback), then Auto.
     const std::size_t joints = 6, m = 32, n = 2000, samples = 600;
+    // Joint k's signal at time t (reference samples), on a 0.001 grid.
+    auto signal = [](std::size_t k, double t) {
+        const double x = t / 200.0 + static_cast<double>(k);
+        return std::round((3.0 * std::sin(x) + std::sin(2.7 * x)) * 1000.0) / 1000.0;
+    };
     std::vector<std::vector<double>> refs(joints, std::vector<double>(n));
     for (std::size_t k = 0; k < joints; ++k) {
-        for (std::size_t j = 0; j < n; ++j) {
-            const double x = static_cast<double>(j) / 200.0 + static_cast<double>(k);
-            refs[k][j] = std::round((3.0 * std::sin(x) + std::sin(2.7 * x)) * 1000.0) / 1000.0;
-        }
+        for (std::size_t j = 0; j < n; ++j) refs[k][j] = signal(k, static_cast<double>(j));
     }
     // Every window of the stream, prepared before counting (0.9 times the reference's rate).
     std::vector<double> windows(samples * joints * m);
     for (std::size_t s = 0; s < samples; ++s) {
         for (std::size_t k = 0; k < joints; ++k) {
             for (std::size_t i = 0; i < m; ++i) {
-                const double t = 0.9 * static_cast<double>(s + i + 100);
-                const double x = t / 200.0 + static_cast<double>(k);
-                windows[(s * joints + k) * m + i] = std::round((3.0 * std::sin(x) + std::sin(2.7 * x)) * 1000.0) / 1000.0;
+                windows[(s * joints + k) * m + i] = signal(k, 0.9 * static_cast<double>(s + i + 100));
             }
         }
     }
