@@ -21,6 +21,9 @@
 # differ by >= 1.5x ("lever poses"), the situation of the thesis's snap-fit; and once more with a
 # reference that takes the first two of those poses in turn (the thesis's reference held presses at
 # two lever lengths), the run's third pose being the one matched. Same seeds as "lever poses".
+# A third signal, "model", is the deviation as the product computes it without a twin: the loaded runs
+# less the arm model fitted on the calibration cycles' dry run (`warpguard identify dynamics`,
+# `warpguard deviation`; thesis §4.6's model-based part).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reuse=0
@@ -82,8 +85,17 @@ json.dump(task, open(sys.argv[2], "w"), indent=1)' "$src" "$dir/${p}${v:-all}-no
     "$sim" record --robot "$r" --task "$empty_task" --cycles "$cycles" --seed $s "${empty_args[@]}" --out "$dir/$p$name-empty.csv" > /dev/null
     "$py" tools/ka_deviation.py "$dir/$p$name-loaded.csv" "$dir/$p$name-empty.csv" "$dir/$p$name-deviation.csv" $((s + 100)) > "$dir/$p$name-deviation.txt"
   done
+  # The deviation as the product can compute it: the loaded runs less the arm model fitted on the
+  # calibration cycles' dry run (warpguard identify dynamics; no twin needed).
+  if fresh "$dir/${p}arm.json"; then
+    "$wg" identify dynamics --dry-run "$dir/${p}calibration-empty.csv" --model "$dir/model.json" --out "$dir/${p}arm.json" > "$dir/${p}arm.txt"
+  fi
+  for name in reference calibration nominal; do
+    fresh "$dir/$p$name-model.csv" || continue
+    "$wg" deviation --arm "$dir/${p}arm.json" "$dir/$p$name-loaded.csv" --out "$dir/$p$name-model.csv" --no-payload > /dev/null
+  done
   local signal method
-  for signal in loaded deviation; do
+  for signal in loaded deviation model; do
     for method in mdtw ka-mdtw; do
       fresh "$dir/$p$signal-$method.json" || continue
       local extra=(); [ "$method" = ka-mdtw ] && extra=("${force[@]}")
@@ -122,7 +134,7 @@ out = sys.argv[1]
 ROBOTS = ("ur5e-like", "irb120-like", "vp6242-like")
 TASKS = (("pick-and-place", ""), ("assembly", "assembly-"), ("snap-fit, lever poses", "lever-poses-"),
          ("snap-fit, lever poses, two-pose reference", "lever-poses-two-"))
-res = {(r, t): {s: json.load(open("%s/%s/%s%s-matching.json" % (out, r, p, s))) for s in ("deviation", "loaded")}
+res = {(r, t): {s: json.load(open("%s/%s/%s%s-matching.json" % (out, r, p, s))) for s in ("deviation", "loaded", "model")}
        for r in ROBOTS for t, p in TASKS}
 
 
@@ -130,18 +142,19 @@ def table(title, part, count, spans=False):
     """part(result) -> its per-joint rows; count(result) -> windows per joint."""
     print(title + " (files in %s)" % out)
     print()
-    print("| robot | task | joint | scaled | deviation: KA-mDTW | deviation: mDTW | torque: KA-mDTW | torque: mDTW | deviation error KA-mDTW (N) | mDTW (Nm) | DTW on KA span (Nm) |")
-    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| robot | task | joint | scaled | deviation: KA-mDTW | deviation: mDTW | torque: KA-mDTW | torque: mDTW | model deviation: KA-mDTW | model deviation: mDTW | deviation error KA-mDTW (N) | mDTW (Nm) | DTW on KA span (Nm) |")
+    print("|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     total = {}
     for task, _ in TASKS:
         for robot in ROBOTS:
-            dev, load = res[(robot, task)]["deviation"], res[(robot, task)]["loaded"]
-            nd, nl = count(dev), count(load)
-            for jd, jl in zip(part(dev), part(load)):
-                print("| %s | %s | %d | %s | %d/%d | %d/%d | %d/%d | %d/%d | %.4g | %.4g | %.4g |" % (
+            dev, load, model = res[(robot, task)]["deviation"], res[(robot, task)]["loaded"], res[(robot, task)]["model"]
+            nd, nl, nm = count(dev), count(load), count(model)
+            for jd, jl, jm in zip(part(dev), part(load), part(model)):
+                print("| %s | %s | %d | %s | %d/%d | %d/%d | %d/%d | %d/%d | %d/%d | %d/%d | %.4g | %.4g | %.4g |" % (
                     robot, task, jd["joint"], "yes" if jd["scaled"] else "no", jd["ka_right"], nd, jd["mdtw_right"], nd,
-                    jl["ka_right"], nl, jl["mdtw_right"], nl, jd["ka_cost"], jd["mdtw_cost"], jd["dtw_on_ka_span"]))
-                for s, j, w in (("deviation", jd, nd), ("loaded", jl, nl)):
+                    jl["ka_right"], nl, jl["mdtw_right"], nl, jm["ka_right"], nm, jm["mdtw_right"], nm,
+                    jd["ka_cost"], jd["mdtw_cost"], jd["dtw_on_ka_span"]))
+                for s, j, w in (("deviation", jd, nd), ("loaded", jl, nl), ("model", jm, nm)):
                     if j["scaled"]:
                         t = total.setdefault((task, s), [0, 0, 0, 0, 0, 0, 0])
                         t[0] += j["ka_right"]
@@ -156,7 +169,8 @@ def table(title, part, count, spans=False):
                             t[5] = t[6] = None
     print()
     for task, _ in TASKS:
-        for s, label in (("deviation", "the task force's deviation"), ("loaded", "the torques")):
+        for s, label in (("deviation", "the task force's deviation"), ("loaded", "the torques"),
+                         ("model", "the deviation from the arm model of the dry run")):
             ka, md, n, ka_only, md_only, ka_span, md_span = total.get((task, s), [0] * 7)
             print("- %s, scaled joints, %s: right phase KA-mDTW %d/%d (%.1f %%), mDTW %d/%d (%.1f %%); KA-mDTW right where "
                   "mDTW is wrong in %d, mDTW right where KA-mDTW is wrong in %d%s" % (

@@ -259,6 +259,176 @@ constexpr double kRelativeEigenvalue = 1e-6;
 // step gains less than 1e-10 of the residual).
 constexpr std::size_t kScaleSteps = 50;
 
+struct FittedParameters {
+    std::vector<Eigen::VectorXd> pi;  // per joint, in that joint's signal units
+    std::vector<std::size_t> ranks;
+    std::vector<double> scales;       // per joint (percent): signal units per common unit; 1 otherwise
+    std::size_t scale_reference = 0, scale_steps = 0;
+    bool shared = false, percent = false;
+    std::string method() const {
+        return shared && !percent ? "rigid-body regressor, one parameter set for all joints (Nm)"
+               : percent          ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent)"
+                                  : "rigid-body regressor per joint (signals in per-joint units)";
+    }
+};
+
+// A joint that does not move in the task (held still, moved only by servo error) has friction
+// and armature columns of pure noise: a coefficient fitted to them is meaningless and can be
+// huge. Those columns are dropped: RMS speed under 1 % of the fastest joint's. Returns which
+// joints are still; `rms_speed` receives every joint's RMS speed.
+std::vector<bool> drop_still_joints(const DynamicsRegressor& regressor, std::vector<NormalEquations>& ne, std::vector<double>& rms_speed) {
+    const std::size_t n = ne.size();
+    rms_speed.assign(n, 0.0);
+    for (std::size_t j = 0; j < n; ++j) {
+        const double vv = ne[j].ata(static_cast<Eigen::Index>(regressor.joint_column(j, 1)), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+        rms_speed[j] = std::sqrt(vv / std::max<double>(1.0, static_cast<double>(ne[j].rows)));  // RMS speed
+    }
+    const double fastest = *std::max_element(rms_speed.begin(), rms_speed.end());
+    std::vector<bool> still(n, false);
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!(rms_speed[j] >= 0.01 * fastest)) {
+            still[j] = true;
+            for (std::size_t p = 0; p < 3; ++p) {
+                const auto c = static_cast<Eigen::Index>(regressor.joint_column(j, p));
+                ne[j].ata.row(c).setZero();
+                ne[j].ata.col(c).setZero();
+                ne[j].atb(c) = 0.0;
+            }
+        }
+    }
+    return still;
+}
+
+// The parameters from every joint's (symmetric) normal equations.
+FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const std::vector<bool>& still, SignalUnit unit,
+                                  ParameterSharing sharing) {
+    const std::size_t n = ne.size();
+    FittedParameters fitted;
+    std::vector<Eigen::VectorXd>& pi = fitted.pi;
+    pi.resize(n);
+    // Torques in one physical unit (Nm): one set of parameters explains every joint at once, as
+    // in the standard identification of a robot's dynamics. A link's inertia shows in the torque
+    // of every joint below it, and that coupling is what tells the parts that scale with the speed
+    // from those that do not; fitted joint by joint, each joint's copy of the parameters is free to
+    // trade its gravity, friction and inertial terms along the one repeated path, and the split
+    // comes out wrong (measured on the simulated robots against their true parameters:
+    // tests/sim/test_robot_cell.cpp). Signals in per-joint units (percent of each joint's rated
+    // torque) have no common scale and are fitted joint by joint.
+    // Each joint's rows are weighted by the inverse variance of what its own fit leaves unexplained
+    // (noise and quantisation differ by orders of magnitude between a base joint and a wrist
+    // joint; unweighted, the wrist would not count).
+    // Percent of each joint's rated torque is torque times an unknown factor s_j per joint: the
+    // model b_j = s_j Y_j pi with one parameter set pi in a common (torque) unit. Gauss-Newton on
+    // (pi, s) together, the factor of one joint held at 1 (the overall scale is free), each step
+    // halved until the weighted residual drops, and pi solved exactly for the factors reached.
+    // (Fitting pi and the factors alternately was tried: 200 rounds and still creeping.) A motor
+    // current or an unknown unit keeps a copy of the parameters per joint.
+    const bool by_unit = sharing == ParameterSharing::ByUnit;
+    const bool percent = fitted.percent = by_unit && unit == SignalUnit::Percent;
+    const bool shared = fitted.shared = by_unit && (unit == SignalUnit::Nm || percent);
+    std::vector<std::size_t>& ranks = fitted.ranks;
+    ranks.assign(n, 0);
+    std::vector<double>& scales = fitted.scales;
+    scales.assign(n, 1.0);
+    std::size_t& scale_reference = fitted.scale_reference;
+    std::size_t& scale_steps = fitted.scale_steps;
+    for (std::size_t j = 0; j < n; ++j) pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, ranks[j]);
+    if (shared) {
+        std::vector<double> weight(n);  // 1 / variance of each joint's own fit, in signal units
+        std::vector<double> explained(n, 0.0);
+        for (std::size_t j = 0; j < n; ++j) {
+            const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
+            const double rows = static_cast<double>(ne[j].rows);
+            weight[j] = 1.0 / std::max(rss / rows, 1e-12);
+            const double mean = ne[j].b_sum / rows;
+            explained[j] = 1.0 - rss / std::max(ne[j].bb - rows * mean * mean, 1e-300);
+        }
+        const auto c = ne[0].ata.rows();
+        std::size_t rank = 0;
+        // The parameters for given factors, and the weighted residual they leave.
+        const auto solve_parameters = [&](const std::vector<double>& f) {
+            NormalEquations all;
+            all.ata = Eigen::MatrixXd::Zero(c, c);
+            all.atb = Eigen::VectorXd::Zero(c);
+            for (std::size_t j = 0; j < n; ++j) all.ata += weight[j] * f[j] * f[j] * ne[j].ata, all.atb += weight[j] * f[j] * ne[j].atb;
+            return solve_truncated(all, kRelativeEigenvalue, rank);
+        };
+        const auto residual = [&](const std::vector<double>& f, const Eigen::VectorXd& p) {
+            double r = 0;
+            for (std::size_t j = 0; j < n; ++j) r += weight[j] * (ne[j].bb - 2.0 * f[j] * p.dot(ne[j].atb) + f[j] * f[j] * p.dot(ne[j].ata * p));
+            return r;
+        };
+        Eigen::VectorXd common = solve_parameters(scales);
+        if (percent) {
+            // The reference joint: the moving joint its own fit explains best.
+            for (std::size_t j = 0; j < n; ++j) {
+                if (!still[j] && (still[scale_reference] || explained[j] > explained[scale_reference])) scale_reference = j;
+            }
+            const auto s_index = [&](std::size_t j) { return c + static_cast<Eigen::Index>(j < scale_reference ? j : j - 1); };
+            double current = residual(scales, common);
+            for (scale_steps = 0; scale_steps < kScaleSteps; ++scale_steps) {
+                // Normal equations of the linearised residual b_j - s_j Y_j pi in (d pi, d s).
+                NormalEquations gn;
+                gn.ata = Eigen::MatrixXd::Zero(c + static_cast<Eigen::Index>(n) - 1, c + static_cast<Eigen::Index>(n) - 1);
+                gn.atb = Eigen::VectorXd::Zero(gn.ata.rows());
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double w = weight[j], f = scales[j];
+                    const Eigen::VectorXd ap = ne[j].ata * common;
+                    const double pap = common.dot(ap), pab = common.dot(ne[j].atb);
+                    gn.ata.topLeftCorner(c, c) += w * f * f * ne[j].ata;
+                    gn.atb.head(c) += w * f * (ne[j].atb - f * ap);
+                    if (j == scale_reference) continue;
+                    const auto k = s_index(j);
+                    gn.ata.block(0, k, c, 1) += w * f * ap;
+                    gn.ata.block(k, 0, 1, c) += w * f * ap.transpose();
+                    gn.ata(k, k) += w * pap;
+                    gn.atb(k) += w * (pab - f * pap);
+                }
+                std::size_t step_rank = 0;
+                const Eigen::VectorXd delta = solve_truncated(gn, kRelativeEigenvalue, step_rank);
+                bool improved = false;
+                for (double step = 1.0; step > 1e-3 && !improved; step *= 0.5) {
+                    std::vector<double> trial = scales;
+                    for (std::size_t j = 0; j < n; ++j) {
+                        if (j != scale_reference) trial[j] += step * delta(s_index(j));
+                    }
+                    if (std::any_of(trial.begin(), trial.end(), [](double v) { return !(v > 0); })) continue;
+                    const Eigen::VectorXd p = solve_parameters(trial);
+                    const double r = residual(trial, p);
+                    if (r < current) improved = true, scales = trial, common = p;
+                    if (improved && current - r < 1e-10 * current) scale_steps = kScaleSteps;  // converged
+                    if (improved) current = r;
+                }
+                if (!improved) break;
+            }
+        }
+        for (std::size_t j = 0; j < n; ++j) pi[j] = scales[j] * common, ranks[j] = rank;
+    }
+    return fitted;
+}
+
+// Per joint: rank, residual RMS, signal SD and the share of the signal's variance explained.
+nlohmann::json joint_fit_report(const std::vector<NormalEquations>& ne, const FittedParameters& fitted) {
+    const std::size_t n = ne.size();
+    const std::vector<Eigen::VectorXd>& pi = fitted.pi;
+    const std::vector<std::size_t>& ranks = fitted.ranks;
+    nlohmann::json joints = nlohmann::json::array();
+    for (std::size_t j = 0; j < n; ++j) {
+        const std::size_t rank = ranks[j];
+        // Residual from the normal equations: |b - Y pi|^2 = bb - 2 pi.atb + pi' ata pi.
+        const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
+        const double rows = static_cast<double>(ne[j].rows);
+        const double mean = ne[j].b_sum / rows;
+        const double tss = std::max(ne[j].bb - rows * mean * mean, 1e-300);
+        joints.push_back({{"joint", j + 1},
+                          {"rank", rank},
+                          {"residual_rms", std::sqrt(rss / rows)},
+                          {"signal_sd", std::sqrt(tss / rows)},
+                          {"explained", 1.0 - rss / tss}});
+    }
+    return joints;
+}
+
 }  // namespace
 
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
@@ -358,27 +528,8 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             }
         }
     }
-    // A joint that does not move in the task (held still, moved only by servo error) has friction
-    // and armature columns of pure noise: a coefficient fitted to them is meaningless and can be
-    // huge. Those columns are dropped: RMS speed under 1 % of the fastest joint's.
-    std::vector<double> rms_speed(n, 0.0);
-    for (std::size_t j = 0; j < n; ++j) {
-        const double vv = ne[j].ata(static_cast<Eigen::Index>(regressor.joint_column(j, 1)), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
-        rms_speed[j] = std::sqrt(vv / std::max<double>(1.0, static_cast<double>(ne[j].rows)));  // RMS speed
-    }
-    const double fastest = *std::max_element(rms_speed.begin(), rms_speed.end());
-    std::vector<bool> still(n, false);
-    for (std::size_t j = 0; j < n; ++j) {
-        if (!(rms_speed[j] >= 0.01 * fastest)) {
-            still[j] = true;
-            for (std::size_t p = 0; p < 3; ++p) {
-                const auto c = static_cast<Eigen::Index>(regressor.joint_column(j, p));
-                ne[j].ata.row(c).setZero();
-                ne[j].ata.col(c).setZero();
-                ne[j].atb(c) = 0.0;
-            }
-        }
-    }
+    std::vector<double> rms_speed;
+    const std::vector<bool> still = drop_still_joints(regressor, ne, rms_speed);
     // A stretch that few calibration samples were matched to cannot carry its own load: column
     // scaling would make its few rows look as informative as any other column. Under 100 samples
     // (a fraction of a second of data) its load columns are dropped.
@@ -401,117 +552,10 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     out.inertial.assign(n, std::vector<double>(reference.size()));
     out.viscous.assign(n, std::vector<double>(reference.size()));
     out.coulomb.assign(n, 0.0);
-    std::vector<Eigen::VectorXd> pi(n);
-    nlohmann::json joints = nlohmann::json::array();
     for (std::size_t j = 0; j < n; ++j) ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
-    // Torques in one physical unit (Nm): one set of parameters explains every joint at once, as
-    // in the standard identification of a robot's dynamics. A link's inertia shows in the torque
-    // of every joint below it, and that coupling is what tells the parts that scale with the speed
-    // from those that do not; fitted joint by joint, each joint's copy of the parameters is free to
-    // trade its gravity, friction and inertial terms along the one repeated path, and the split
-    // comes out wrong (measured on the simulated robots against their true parameters:
-    // tests/sim/test_robot_cell.cpp). Signals in per-joint units (percent of each joint's rated
-    // torque) have no common scale and are fitted joint by joint.
-    // Each joint's rows are weighted by the inverse variance of what its own fit leaves unexplained
-    // (noise and quantisation differ by orders of magnitude between a base joint and a wrist
-    // joint; unweighted, the wrist would not count).
-    // Percent of each joint's rated torque is torque times an unknown factor s_j per joint: the
-    // model b_j = s_j Y_j pi with one parameter set pi in a common (torque) unit. Gauss-Newton on
-    // (pi, s) together, the factor of one joint held at 1 (the overall scale is free), each step
-    // halved until the weighted residual drops, and pi solved exactly for the factors reached.
-    // (Fitting pi and the factors alternately was tried: 200 rounds and still creeping.) A motor
-    // current or an unknown unit keeps a copy of the parameters per joint.
-    const bool by_unit = sharing == ParameterSharing::ByUnit;
-    const bool percent = by_unit && unit == SignalUnit::Percent;
-    const bool shared = by_unit && (unit == SignalUnit::Nm || percent);
-    std::vector<std::size_t> ranks(n, 0);
-    std::vector<double> scales(n, 1.0);
-    std::size_t scale_reference = 0, scale_steps = 0;
-    for (std::size_t j = 0; j < n; ++j) pi[j] = solve_truncated(ne[j], kRelativeEigenvalue, ranks[j]);
-    if (shared) {
-        std::vector<double> weight(n);  // 1 / variance of each joint's own fit, in signal units
-        std::vector<double> explained(n, 0.0);
-        for (std::size_t j = 0; j < n; ++j) {
-            const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
-            const double rows = static_cast<double>(ne[j].rows);
-            weight[j] = 1.0 / std::max(rss / rows, 1e-12);
-            const double mean = ne[j].b_sum / rows;
-            explained[j] = 1.0 - rss / std::max(ne[j].bb - rows * mean * mean, 1e-300);
-        }
-        const auto c = ne[0].ata.rows();
-        std::size_t rank = 0;
-        // The parameters for given factors, and the weighted residual they leave.
-        const auto solve_parameters = [&](const std::vector<double>& f) {
-            NormalEquations all;
-            all.ata = Eigen::MatrixXd::Zero(c, c);
-            all.atb = Eigen::VectorXd::Zero(c);
-            for (std::size_t j = 0; j < n; ++j) all.ata += weight[j] * f[j] * f[j] * ne[j].ata, all.atb += weight[j] * f[j] * ne[j].atb;
-            return solve_truncated(all, kRelativeEigenvalue, rank);
-        };
-        const auto residual = [&](const std::vector<double>& f, const Eigen::VectorXd& p) {
-            double r = 0;
-            for (std::size_t j = 0; j < n; ++j) r += weight[j] * (ne[j].bb - 2.0 * f[j] * p.dot(ne[j].atb) + f[j] * f[j] * p.dot(ne[j].ata * p));
-            return r;
-        };
-        Eigen::VectorXd common = solve_parameters(scales);
-        if (percent) {
-            // The reference joint: the moving joint its own fit explains best.
-            for (std::size_t j = 0; j < n; ++j) {
-                if (!still[j] && (still[scale_reference] || explained[j] > explained[scale_reference])) scale_reference = j;
-            }
-            const auto s_index = [&](std::size_t j) { return c + static_cast<Eigen::Index>(j < scale_reference ? j : j - 1); };
-            double current = residual(scales, common);
-            for (scale_steps = 0; scale_steps < kScaleSteps; ++scale_steps) {
-                // Normal equations of the linearised residual b_j - s_j Y_j pi in (d pi, d s).
-                NormalEquations gn;
-                gn.ata = Eigen::MatrixXd::Zero(c + static_cast<Eigen::Index>(n) - 1, c + static_cast<Eigen::Index>(n) - 1);
-                gn.atb = Eigen::VectorXd::Zero(gn.ata.rows());
-                for (std::size_t j = 0; j < n; ++j) {
-                    const double w = weight[j], f = scales[j];
-                    const Eigen::VectorXd ap = ne[j].ata * common;
-                    const double pap = common.dot(ap), pab = common.dot(ne[j].atb);
-                    gn.ata.topLeftCorner(c, c) += w * f * f * ne[j].ata;
-                    gn.atb.head(c) += w * f * (ne[j].atb - f * ap);
-                    if (j == scale_reference) continue;
-                    const auto k = s_index(j);
-                    gn.ata.block(0, k, c, 1) += w * f * ap;
-                    gn.ata.block(k, 0, 1, c) += w * f * ap.transpose();
-                    gn.ata(k, k) += w * pap;
-                    gn.atb(k) += w * (pab - f * pap);
-                }
-                std::size_t step_rank = 0;
-                const Eigen::VectorXd delta = solve_truncated(gn, kRelativeEigenvalue, step_rank);
-                bool improved = false;
-                for (double step = 1.0; step > 1e-3 && !improved; step *= 0.5) {
-                    std::vector<double> trial = scales;
-                    for (std::size_t j = 0; j < n; ++j) {
-                        if (j != scale_reference) trial[j] += step * delta(s_index(j));
-                    }
-                    if (std::any_of(trial.begin(), trial.end(), [](double v) { return !(v > 0); })) continue;
-                    const Eigen::VectorXd p = solve_parameters(trial);
-                    const double r = residual(trial, p);
-                    if (r < current) improved = true, scales = trial, common = p;
-                    if (improved && current - r < 1e-10 * current) scale_steps = kScaleSteps;  // converged
-                    if (improved) current = r;
-                }
-                if (!improved) break;
-            }
-        }
-        for (std::size_t j = 0; j < n; ++j) pi[j] = scales[j] * common, ranks[j] = rank;
-    }
-    for (std::size_t j = 0; j < n; ++j) {
-        const std::size_t rank = ranks[j];
-        // Residual from the normal equations: |b - Y pi|^2 = bb - 2 pi.atb + pi' ata pi.
-        const double rss = std::max(0.0, ne[j].bb - 2.0 * pi[j].dot(ne[j].atb) + pi[j].dot(ne[j].ata * pi[j]));
-        const double rows = static_cast<double>(ne[j].rows);
-        const double mean = ne[j].b_sum / rows;
-        const double tss = std::max(ne[j].bb - rows * mean * mean, 1e-300);
-        joints.push_back({{"joint", j + 1},
-                          {"rank", rank},
-                          {"residual_rms", std::sqrt(rss / rows)},
-                          {"signal_sd", std::sqrt(tss / rows)},
-                          {"explained", 1.0 - rss / tss}});
-    }
+    const FittedParameters fitted = solve_parameters(ne, still, unit, sharing);
+    const std::vector<Eigen::VectorXd>& pi = fitted.pi;
+    nlohmann::json joints = joint_fit_report(ne, fitted);
     // The split along the reference: motion-dependent part without gravity (link parameters and
     // armature, all scaling with s^2) and the viscous term (s).
     Eigen::VectorXd inertial_mask = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(base));
@@ -584,16 +628,14 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         joints[j]["rms_speed"] = rms_speed[j];
         joints[j]["still"] = still[j];
     }
-    out.derivation = {{"method", std::string(shared && !percent ? "rigid-body regressor, one parameter set for all joints (Nm)"
-                                             : percent ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent)"
-                                                       : "rigid-body regressor per joint (signals in per-joint units)") +
+    out.derivation = {{"method", fitted.method() +
                                      " (10 parameters per link; armature, viscous, Coulomb, offset per joint; "
                                      "a load on the last link per stretch of the reference), "
                                      "truncated least squares on the nominal recordings"},
-                      {"shared_parameters", shared},
-                      {"joint_scales", percent ? nlohmann::json(scales) : nlohmann::json(nullptr)},
-                      {"scale_reference_joint", percent ? nlohmann::json(scale_reference + 1) : nlohmann::json(nullptr)},
-                      {"scale_steps", scale_steps},
+                      {"shared_parameters", fitted.shared},
+                      {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
+                      {"scale_reference_joint", fitted.percent ? nlohmann::json(fitted.scale_reference + 1) : nlohmann::json(nullptr)},
+                      {"scale_steps", fitted.scale_steps},
                       {"samples", ne[0].rows},
                       {"load_stretches", stretches},
                       {"thin_stretches", thin_stretches},
@@ -602,6 +644,148 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                       {"gravity", {gravity.x(), gravity.y(), gravity.z()}},
                       {"joints", joints}};
     return out;
+}
+
+ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs, const Eigen::Vector3d& gravity,
+                             std::size_t max_rows) {
+    const std::size_t n = model.dof();
+    if (dry_runs.empty()) throw std::invalid_argument("the arm model needs at least one dry run of the task");
+    const SignalUnit unit = dry_runs.front()->info().unit;
+    std::size_t total = 0;
+    for (const Recording* run : dry_runs) {
+        const Recording& rec = *run;
+        if (rec.joints() != n) {
+            throw std::invalid_argument(fmt::format("a dry run has {} joints; the kinematic model has {}", rec.joints(), n));
+        }
+        if (rec.info().signal != SignalKind::Torque) {
+            throw std::invalid_argument(fmt::format("the arm model needs a signed torque signal; a dry run has '{}'", to_string(rec.info().signal)));
+        }
+        if (rec.info().unit != unit) {
+            throw std::invalid_argument(fmt::format("the dry runs' units differ: '{}' and '{}'", to_string(unit), to_string(rec.info().unit)));
+        }
+        total += rec.size();
+    }
+    const DynamicsRegressor regressor(model, gravity);
+    const std::size_t cols = regressor.columns();
+    std::vector<NormalEquations> ne(n);
+    for (auto& e : ne) e.ata = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(cols)), e.atb = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols));
+    const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / std::max<std::size_t>(max_rows, 1));
+    Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(cols));
+    std::vector<double> q(n), qd(n), qdd(n);
+    const std::size_t h = kDerivativeHalfWidth;
+    for (const Recording* run : dry_runs) {
+        const Recording& rec = *run;
+        if (rec.size() < 2 * h + 1) continue;
+        std::vector<std::vector<double>> vel(n, std::vector<double>(rec.size())), acc(n, std::vector<double>(rec.size()));
+        for (std::size_t j = 0; j < n; ++j) smooth_derivatives(rec.t, rec.q[j], h, vel[j], acc[j]);
+        for (std::size_t i = h; i + h < rec.size(); i += stride) {
+            for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
+            regressor.compute(q, qd, qdd, true, y);
+            for (std::size_t j = 0; j < n; ++j) {
+                const auto yj = y.row(static_cast<Eigen::Index>(j));
+                const double b = rec.tau[j][i];
+                auto& e = ne[j];
+                e.ata.selfadjointView<Eigen::Lower>().rankUpdate(yj.transpose());
+                e.atb += yj.transpose() * b;
+                e.bb += b * b;
+                e.b_sum += b;
+                ++e.rows;
+            }
+        }
+    }
+    if (ne[0].rows < cols) {
+        throw std::invalid_argument(fmt::format("the arm model needs at least {} samples of dry runs, got {}", cols, ne[0].rows));
+    }
+    std::vector<double> rms_speed;
+    const std::vector<bool> still = drop_still_joints(regressor, ne, rms_speed);
+    for (std::size_t j = 0; j < n; ++j) ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
+    const FittedParameters fitted = solve_parameters(ne, still, unit, ParameterSharing::ByUnit);
+    nlohmann::json joints = joint_fit_report(ne, fitted);
+    for (std::size_t j = 0; j < n; ++j) joints[j]["still"] = still[j];
+    ArmDynamics arm;
+    arm.model = model;
+    arm.gravity = gravity;
+    arm.unit = unit;
+    arm.parameters = fitted.pi;
+    arm.derivation = {{"method", fitted.method() + " (10 parameters per link; armature, viscous, Coulomb, offset per joint), "
+                                                   "truncated least squares on dry runs of the task"},
+                      {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
+                      {"samples", ne[0].rows},
+                      {"dry_runs", dry_runs.size()},
+                      {"stride", stride},
+                      {"relative_eigenvalue_cut", kRelativeEigenvalue},
+                      {"joints", joints}};
+    return arm;
+}
+
+Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
+    const std::size_t n = arm.model.dof();
+    if (recording.joints() != n) {
+        throw std::invalid_argument(fmt::format("the recording has {} joints; the arm model has {}", recording.joints(), n));
+    }
+    if (recording.info().signal != SignalKind::Torque || recording.info().unit != arm.unit) {
+        throw std::invalid_argument(fmt::format("the recording's signal is '{}' in '{}'; the arm model was fitted to a torque in '{}'",
+                                                to_string(recording.info().signal), to_string(recording.info().unit), to_string(arm.unit)));
+    }
+    Recording out = recording;
+    const DynamicsRegressor regressor(arm.model, arm.gravity);
+    std::vector<std::vector<double>> vel(n, std::vector<double>(recording.size())), acc(n, std::vector<double>(recording.size()));
+    if (recording.size() >= 2 * kDerivativeHalfWidth + 1) {
+        for (std::size_t j = 0; j < n; ++j) smooth_derivatives(recording.t, recording.q[j], kDerivativeHalfWidth, vel[j], acc[j]);
+    }
+    Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(regressor.columns()));
+    std::vector<double> q(n), qd(n), qdd(n);
+    for (std::size_t i = 0; i < recording.size(); ++i) {
+        for (std::size_t j = 0; j < n; ++j) q[j] = recording.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
+        regressor.compute(q, qd, qdd, true, y);
+        for (std::size_t j = 0; j < n; ++j) out.tau[j][i] -= y.row(static_cast<Eigen::Index>(j)).dot(arm.parameters[j]);
+    }
+    return out;
+}
+
+nlohmann::json to_json(const ArmDynamics& arm) {
+    nlohmann::json parameters = nlohmann::json::array();
+    for (const auto& p : arm.parameters) parameters.push_back(std::vector<double>(p.data(), p.data() + p.size()));
+    return {{"format", "warpguard-arm-dynamics"},
+            {"version", 1},
+            {"model", to_json(arm.model)},
+            {"gravity", {arm.gravity.x(), arm.gravity.y(), arm.gravity.z()}},
+            {"unit", to_string(arm.unit)},
+            {"parameters", parameters},
+            {"derivation", arm.derivation}};
+}
+
+ArmDynamics arm_dynamics_from_json(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("format", "") != "warpguard-arm-dynamics") {
+        throw std::invalid_argument("not an arm model: expected \"format\": \"warpguard-arm-dynamics\" (written by 'warpguard identify dynamics')");
+    }
+    for (const char* key : {"model", "gravity", "unit", "parameters"}) {
+        if (!j.contains(key)) throw std::invalid_argument(fmt::format("arm model: '{}' is missing", key));
+    }
+    ArmDynamics arm;
+    arm.model = dh_model_from_json(j.at("model"));
+    const auto g = j.at("gravity").get<std::vector<double>>();
+    if (g.size() != 3) throw std::invalid_argument(fmt::format("arm model: gravity has {} numbers; expected 3", g.size()));
+    arm.gravity = Eigen::Vector3d(g[0], g[1], g[2]);
+    arm.unit = parse_signal_unit(j.at("unit").get<std::string>());
+    const std::size_t n = arm.model.dof();
+    const std::size_t cols = DynamicsRegressor(arm.model, arm.gravity).columns();
+    const auto& p = j.at("parameters");
+    if (!p.is_array() || p.size() != n) {
+        throw std::invalid_argument(fmt::format("arm model: 'parameters' needs {} rows (one per joint), got {}", n, p.is_array() ? p.size() : 0));
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+        const auto row = p.at(k).get<std::vector<double>>();
+        if (row.size() != cols) {
+            throw std::invalid_argument(fmt::format("arm model: joint {} has {} parameters; the model needs {}", k + 1, row.size(), cols));
+        }
+        for (double v : row) {
+            if (!std::isfinite(v)) throw std::invalid_argument(fmt::format("arm model: joint {} has a parameter {}; expected finite numbers", k + 1, v));
+        }
+        arm.parameters.emplace_back(Eigen::Map<const Eigen::VectorXd>(row.data(), static_cast<Eigen::Index>(row.size())));
+    }
+    if (j.contains("derivation")) arm.derivation = j.at("derivation");
+    return arm;
 }
 
 nlohmann::json to_json(const SpeedModel& model) {

@@ -13,6 +13,7 @@ void register_ctl(CLI::App& app);
 void register_script(CLI::App& app);
 void register_export_envelope(CLI::App& app);
 void register_identify(CLI::App& app);
+void register_deviation(CLI::App& app);
 void register_fk(CLI::App& app);
 
 }  // namespace warpguard::cli

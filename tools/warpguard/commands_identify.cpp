@@ -1,5 +1,7 @@
 // `warpguard identify dh|tcp|camera|tool-angles` and `warpguard fk`: kinematic self-identification
 // (thesis §4.2-4.3) from what the controller reports, and forward kinematics of a model.
+// `warpguard identify dynamics` and `warpguard deviation`: the arm's own dynamics from a dry run of
+// the task, and a recording's deviation from them (thesis §4.5.1's signal for KA-mDTW).
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "warpguard/dynamics.hpp"
 #include "warpguard/identification.hpp"
+#include "warpguard/recording_csv.hpp"
 #include "warpguard/json_file.hpp"
 
 namespace warpguard::cli {
@@ -202,6 +206,49 @@ void run_tool_angles(double alpha_deg, double beta_deg) {
     std::printf("  rotation about y first: alpha %.4f deg, beta %.4f deg\n", c[1].alpha * kRadToDeg, c[1].beta * kRadToDeg);
 }
 
+struct DynamicsArgs {
+    std::vector<std::string> dry_runs;
+    std::string model, out, gravity = "0,0,-9.81";
+};
+
+void run_identify_dynamics(const DynamicsArgs& a) {
+    const DhModel model = load_dh_model(a.model);
+    std::vector<Recording> runs;
+    for (const auto& path : a.dry_runs) runs.push_back(read_recording(path));
+    std::vector<const Recording*> pointers;
+    for (const auto& r : runs) pointers.push_back(&r);
+    const ArmDynamics arm = fit_arm_dynamics(model, pointers, parse_vector3(a.gravity, "--gravity"));
+    write_json(a.out, to_json(arm));
+    std::printf("%s\n", arm.derivation.at("method").get<std::string>().c_str());
+    std::printf("%zu samples of %zu dry run(s)\n", arm.derivation.at("samples").get<std::size_t>(), runs.size());
+    std::printf("joint  residual rms  signal sd  explained  rank\n");
+    for (const auto& j : arm.derivation.at("joints")) {
+        std::printf("%5d  %12.4g  %9.4g  %9.4f  %4d%s\n", j.at("joint").get<int>(), j.at("residual_rms").get<double>(),
+                    j.at("signal_sd").get<double>(), j.at("explained").get<double>(), j.at("rank").get<int>(),
+                    j.at("still").get<bool>() ? "  (does not move: no friction fitted)" : "");
+    }
+    std::printf("arm model written to %s (%s)\n", a.out.c_str(), to_string(arm.unit).c_str());
+}
+
+struct DeviationArgs {
+    std::string arm, in, out;
+    bool no_payload = false;
+};
+
+void run_deviation(const DeviationArgs& a) {
+    const ArmDynamics arm = load_json_file(a.arm, "arm model", [](const nlohmann::json& j) { return arm_dynamics_from_json(j); });
+    Recording out = arm_deviation(arm, read_recording(a.in));
+    if (a.no_payload) out.payload.clear();
+    write_recording(out, a.out);
+    std::printf("%s: %zu samples, RMS deviation per joint:", a.out.c_str(), out.size());
+    for (std::size_t j = 0; j < out.joints(); ++j) {
+        double sum = 0;
+        for (double v : out.tau[j]) sum += v * v;
+        std::printf(" %.4g", out.size() > 0 ? std::sqrt(sum / static_cast<double>(out.size())) : 0.0);
+    }
+    std::printf(" %s\n", to_string(arm.unit).c_str());
+}
+
 }  // namespace
 
 void register_identify(CLI::App& app) {
@@ -228,6 +275,15 @@ void register_identify(CLI::App& app) {
             ->check(CLI::IsMember({"lsq", "grid", "both"}));
         c->add_option("--known-point", args->known_point, "x,y,z in m: the tip is at this known point in the last pose (39)");
         c->callback([args] { run_identify_tcp(*args); });
+    }
+    {
+        auto args = std::make_shared<DynamicsArgs>();
+        auto* c = identify->add_subcommand("dynamics", "The arm's own dynamics (rigid-body parameters) from dry runs of the task: no part, nothing to press");
+        c->add_option("--dry-run", args->dry_runs, "Recording CSV of the task without its force (repeat for more runs)")->required()->check(CLI::ExistingFile);
+        c->add_option("--model", args->model, "Kinematic model JSON (warpguard identify dh)")->required()->check(CLI::ExistingFile);
+        c->add_option("--gravity", args->gravity, "Gravity in the model's base frame, m/s^2")->capture_default_str();
+        c->add_option("--out", args->out, "Arm model JSON to write")->required();
+        c->callback([args] { run_identify_dynamics(*args); });
     }
     {
         auto args = std::make_shared<CameraArgs>();
@@ -267,6 +323,16 @@ void register_identify(CLI::App& app) {
         c->add_option("--beta", *beta, "Apparent angle in the xz view, deg")->required();
         c->callback([alpha, beta] { run_tool_angles(*alpha, *beta); });
     }
+}
+
+void register_deviation(CLI::App& app) {
+    auto args = std::make_shared<DeviationArgs>();
+    auto* c = app.add_subcommand("deviation", "A recording less what the arm model expects: the task's own force (thesis 4.5.1)");
+    c->add_option("--arm", args->arm, "Arm model JSON (warpguard identify dynamics)")->required()->check(CLI::ExistingFile);
+    c->add_option("recording", args->in, "Recording CSV (a signed torque in the arm model's unit)")->required()->check(CLI::ExistingFile);
+    c->add_option("--out", args->out, "Recording CSV to write: the same samples, every joint's signal replaced by its deviation")->required();
+    c->add_flag("--no-payload", args->no_payload, "Leave out the declared payload column (the load is then unknown, as in thesis 4.5)");
+    c->callback([args] { run_deviation(*args); });
 }
 
 void register_fk(CLI::App& app) {

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     warpguard::cli::register_script(app);
     warpguard::cli::register_ctl(app);
     warpguard::cli::register_identify(app);
+    warpguard::cli::register_deviation(app);
     warpguard::cli::register_fk(app);
     try {
         app.parse(argc, argv);

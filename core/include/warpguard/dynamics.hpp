@@ -164,6 +164,35 @@ void tool_point_jacobian(const DhModel& model, std::span<const double> q, std::s
 std::vector<Eigen::Vector3d> tool_point_acceleration(const DhModel& model, std::span<const double> t,
                                                      const std::vector<std::vector<double>>& q);
 
+// The robot's own dynamics without the task's force. Thesis §4.5.1 feeds KA-mDTW "the deviation
+// caused by the contact task force, which was not included in the nominal dynamic model of the
+// robot" (there: the current of the same motion without the load, standing for an optimal model),
+// and §4.6 names a model as its source in operation. Fitted on a dry run of the task - the same
+// program with no part to carry and nothing to press - with the speed model's regressor and solve
+// (one parameter set for torques in Nm, a scale per joint for percent of rated torque), but with no
+// load per stretch: everything the dry run does is the arm's. Only a signed torque signal.
+struct ArmDynamics {
+    DhModel model;
+    Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81);  // base frame, m/s^2
+    SignalUnit unit = SignalUnit::Nm;
+    std::vector<Eigen::VectorXd> parameters;  // per joint, regressor columns, in that joint's signal units
+    nlohmann::json derivation = nlohmann::json::object();
+};
+
+// Throws std::invalid_argument when a run does not fit the model (joint count), its signal is not a
+// signed torque, the runs' units differ, or there are fewer samples than parameters.
+ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs,
+                             const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81), std::size_t max_rows = 60000);
+
+// The recording with every joint's signal replaced by the signal less what the arm model expects at
+// its joint angles, velocities and accelerations (local quadratic fits, +- kDerivativeHalfWidth
+// samples: an offline transform, it looks 3 samples ahead). Throws std::invalid_argument when the
+// recording's joint count, signal or unit differ from the model's.
+Recording arm_deviation(const ArmDynamics& arm, const Recording& recording);
+
+nlohmann::json to_json(const ArmDynamics& arm);
+ArmDynamics arm_dynamics_from_json(const nlohmann::json& j);
+
 nlohmann::json to_json(const PayloadModel& model);
 PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints);
 
