@@ -259,6 +259,22 @@ constexpr double kRelativeEigenvalue = 1e-6;
 // step gains less than 1e-10 of the residual).
 constexpr std::size_t kScaleSteps = 50;
 
+// Calls fn(i) for every stride-th sample i of `rec` at least kDerivativeHalfWidth samples from its
+// ends, with y = Y(q, qd, qdd) there (velocities and accelerations from local quadratic fits).
+template <typename Fn>
+void for_each_regressor_row(const DynamicsRegressor& regressor, const Recording& rec, std::size_t stride, Eigen::MatrixXd& y, Fn&& fn) {
+    const std::size_t n = regressor.dof(), h = kDerivativeHalfWidth;
+    if (rec.size() < 2 * h + 1) return;
+    std::vector<std::vector<double>> vel(n, std::vector<double>(rec.size())), acc(n, std::vector<double>(rec.size()));
+    for (std::size_t j = 0; j < n; ++j) smooth_derivatives(rec.t, rec.q[j], h, vel[j], acc[j]);
+    std::vector<double> q(n), qd(n), qdd(n);
+    for (std::size_t i = h; i + h < rec.size(); i += stride) {
+        for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
+        regressor.compute(q, qd, qdd, true, y);
+        fn(i);
+    }
+}
+
 struct FittedParameters {
     std::vector<Eigen::VectorXd> pi;  // per joint, in that joint's signal units
     std::vector<std::size_t> ranks;
@@ -498,13 +514,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         if (!src.partners.empty() && src.partners.size() != rec.size()) {
             throw std::invalid_argument(fmt::format("{}: {} partners for {} samples", src.name, src.partners.size(), rec.size()));
         }
-        const std::size_t h = kDerivativeHalfWidth;
-        if (rec.size() < 2 * h + 1) continue;
-        std::vector<std::vector<double>> vel(n, std::vector<double>(rec.size())), acc(n, std::vector<double>(rec.size()));
-        for (std::size_t j = 0; j < n; ++j) smooth_derivatives(rec.t, rec.q[j], h, vel[j], acc[j]);
-        for (std::size_t i = h; i + h < rec.size(); i += stride) {
-            for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
-            regressor.compute(q, qd, qdd, true, y);
+        for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
             const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
             const auto block = static_cast<Eigen::Index>(base + per_load * load);
             ++stretch_rows[load];
@@ -526,7 +536,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                 e.b_sum += b;
                 ++e.rows;
             }
-        }
+        });
     }
     std::vector<double> rms_speed;
     const std::vector<bool> still = drop_still_joints(regressor, ne, rms_speed);
@@ -671,16 +681,9 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     for (auto& e : ne) e.ata = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(cols)), e.atb = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols));
     const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / std::max<std::size_t>(max_rows, 1));
     Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(cols));
-    std::vector<double> q(n), qd(n), qdd(n);
-    const std::size_t h = kDerivativeHalfWidth;
     for (const Recording* run : dry_runs) {
         const Recording& rec = *run;
-        if (rec.size() < 2 * h + 1) continue;
-        std::vector<std::vector<double>> vel(n, std::vector<double>(rec.size())), acc(n, std::vector<double>(rec.size()));
-        for (std::size_t j = 0; j < n; ++j) smooth_derivatives(rec.t, rec.q[j], h, vel[j], acc[j]);
-        for (std::size_t i = h; i + h < rec.size(); i += stride) {
-            for (std::size_t j = 0; j < n; ++j) q[j] = rec.q[j][i], qd[j] = vel[j][i], qdd[j] = acc[j][i];
-            regressor.compute(q, qd, qdd, true, y);
+        for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
             for (std::size_t j = 0; j < n; ++j) {
                 const auto yj = y.row(static_cast<Eigen::Index>(j));
                 const double b = rec.tau[j][i];
@@ -691,7 +694,7 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
                 e.b_sum += b;
                 ++e.rows;
             }
-        }
+        });
     }
     if (ne[0].rows < cols) {
         throw std::invalid_argument(fmt::format("the arm model needs at least {} samples of dry runs, got {}", cols, ne[0].rows));
