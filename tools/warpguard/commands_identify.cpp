@@ -16,8 +16,8 @@
 #include "commands.hpp"
 #include "warpguard/dynamics.hpp"
 #include "warpguard/identification.hpp"
-#include "warpguard/recording_csv.hpp"
 #include "warpguard/json_file.hpp"
+#include "warpguard/recording_csv.hpp"
 
 namespace warpguard::cli {
 
@@ -236,7 +236,7 @@ struct DeviationArgs {
 };
 
 void run_deviation(const DeviationArgs& a) {
-    const ArmDynamics arm = load_json_file(a.arm, "arm model", [](const nlohmann::json& j) { return arm_dynamics_from_json(j); });
+    const ArmDynamics arm = load_json_file(a.arm, "arm model", arm_dynamics_from_json);
     Recording out = arm_deviation(arm, read_recording(a.in));
     if (a.no_payload) out.payload.clear();
     write_recording(out, a.out);
