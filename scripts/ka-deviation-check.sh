@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # KA-mDTW on the signal thesis §4.4-4.5 feeds it: the deviation a task's force causes (issue 6).
 #
-#   bash scripts/ka-deviation-check.sh [--reuse] [OUT_DIR]     (about 85 minutes; --reuse keeps every
+#   bash scripts/ka-deviation-check.sh [--reuse] [OUT_DIR]     (about 2.5 hours; --reuse keeps every
 #                                                               file a previous run wrote: delete one to redo it)
 #
 # The thesis matches deviation signals - the current with the load minus the current of the same motion
