@@ -5,9 +5,11 @@
 // (mismatches must be 0). The streaming matcher runs over the whole stream first, the published
 // algorithm afterwards on the kept windows of the first samples.
 //
-//   warpguard-bench-matcher [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]
+//   warpguard-bench-matcher [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]
 //   (--m/--n: only that size; --kernel: force one of the streaming matcher's sweeps; `float` is the
-//   wavefront in float lanes, which `auto` takes where it would take the wavefront, when built)
+//   wavefront in float lanes, which `auto` takes where it would take the wavefront, when built;
+//   --twice: time the streaming pass a second time with a fresh matcher and report how much of the
+//   p99 the same samples repeat)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,9 +167,14 @@ struct Row {
     std::size_t lockstep_samples = 0;  // samples the automatic choice swept with the lockstep sweep
     std::size_t float_samples = 0;     // ... with the float wavefront
     std::uint64_t float_fallbacks = 0;  // joints the float wavefront handed to the exact sweep
+    // --twice: the second streaming pass, the p99 of the faster of a sample's two timings, and how
+    // many of the slowest 1 % of the first pass's samples are among the second pass's slowest 1 %.
+    Timing again;
+    double faster_p99_us = 0;
+    std::size_t slowest_count = 0, slowest_shared = 0;
 };
 
-Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel) {
+Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel, bool twice) {
     const std::size_t stream_samples = quick ? 400 : 2000;
     // Enough published samples for a p99, within about 1.5 s of matching per configuration.
     const double published_cells = static_cast<double>(m * n * kJoints);
@@ -174,13 +182,12 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
         std::clamp<std::size_t>(static_cast<std::size_t>(1.5e9 / 1.2 / published_cells), 100, quick ? 100 : 400);
     const Stream s = make_stream(kind, n, stream_samples + m, 1000 + m * 7 + n + static_cast<std::size_t>(kind));
 
-    StreamingMdtw streaming(m, s.reference);
-    streaming.set_kernel(kernel);
     PublishedMdtw published(m, n);
-    std::vector<double> windows(kJoints * m);
-    std::vector<std::vector<double>> fifo(kJoints);
-    std::vector<double> t_stream, t_pub;
-    Row row{kind, m, n, {}, {}, 0, 0, 0};
+    std::vector<double> t_pub;
+    Row row{};
+    row.kind = kind;
+    row.m = m;
+    row.n = n;
     // The streaming pass over the whole stream, as the daemon runs it. The windows of the first
     // measured samples and the streaming results for them are kept for the published pass after
     // it: run between the streaming samples, the published algorithm's matrices (m x n doubles
@@ -192,28 +199,63 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
         std::size_t start, end;
     };
     std::vector<Kept> kept_results;
-    for (std::size_t i = 0; i < s.samples.size(); ++i) {
-        for (std::size_t k = 0; k < kJoints; ++k) {
-            auto& f = fifo[k];
-            if (f.empty()) f.assign(m, s.samples[i][k]);
-            f.erase(f.begin());
-            f.push_back(s.samples[i][k]);
-            std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * m));
-        }
-        const auto t0 = Clock::now();
-        streaming.match(windows);
-        const auto t1 = Clock::now();
-        if (streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
-        if (streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat) ++row.float_samples;
-        if (i < m) continue;  // the window has not filled with real samples yet
-        t_stream.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-        if (kept.size() < published_samples) {
-            kept.push_back(windows);
+    // One streaming pass with a fresh matcher: per measured sample its time in µs; `keep` keeps
+    // the windows and results for the published pass.
+    const auto stream_pass = [&](StreamingMdtw& streaming, bool keep) {
+        std::vector<double> times, windows(kJoints * m);
+        std::vector<std::vector<double>> fifo(kJoints);
+        for (std::size_t i = 0; i < s.samples.size(); ++i) {
             for (std::size_t k = 0; k < kJoints; ++k) {
-                const MatchResult& r = streaming.result(k);
-                kept_results.push_back({r.cost, r.start, r.end});
+                auto& f = fifo[k];
+                if (f.empty()) f.assign(m, s.samples[i][k]);
+                f.erase(f.begin());
+                f.push_back(s.samples[i][k]);
+                std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * m));
+            }
+            const auto t0 = Clock::now();
+            streaming.match(windows);
+            const auto t1 = Clock::now();
+            if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
+            if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat) ++row.float_samples;
+            if (i < m) continue;  // the window has not filled with real samples yet
+            times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+            if (keep && kept.size() < published_samples) {
+                kept.push_back(windows);
+                for (std::size_t k = 0; k < kJoints; ++k) {
+                    const MatchResult& r = streaming.result(k);
+                    kept_results.push_back({r.cost, r.start, r.end});
+                }
             }
         }
+        return times;
+    };
+    StreamingMdtw streaming(m, s.reference);
+    streaming.set_kernel(kernel);
+    const std::vector<double> t_stream = stream_pass(streaming, true);
+    if (twice) {
+        // The same stream again with a fresh matcher: the same windows and the same work, so what
+        // differs between the two timings of a sample is the machine, not the window.
+        StreamingMdtw again(m, s.reference);
+        again.set_kernel(kernel);
+        const std::vector<double> t_again = stream_pass(again, false);
+        row.again = summarise(t_again);
+        std::vector<double> faster(t_stream.size());
+        for (std::size_t i = 0; i < faster.size(); ++i) faster[i] = std::min(t_stream[i], t_again[i]);
+        row.faster_p99_us = summarise(faster).p99_us;
+        row.slowest_count = std::max<std::size_t>(1, t_stream.size() / 100);
+        const auto slowest = [&](const std::vector<double>& t) {
+            std::vector<std::size_t> idx(t.size());
+            for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+            std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(row.slowest_count), idx.end(),
+                              [&](std::size_t a, std::size_t b) { return t[a] > t[b]; });
+            idx.resize(row.slowest_count);
+            std::sort(idx.begin(), idx.end());
+            return idx;
+        };
+        const auto a = slowest(t_stream), b = slowest(t_again);
+        std::vector<std::size_t> common;
+        std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(common));
+        row.slowest_shared = common.size();
     }
     // The published pass over the kept windows, compared result for result.
     for (std::size_t w = 0; w < kept.size(); ++w) {
@@ -244,13 +286,15 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool quick = false;
+    bool quick = false, twice = false;
     std::string json_path;
     std::size_t only_m = 0, only_n = 0;
     auto kernel = StreamingMdtw::SweepKernel::Auto;
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (std::strcmp(argv[i], "--twice") == 0) {
+            twice = true;
         } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             json_path = argv[++i];
         } else if ((std::strcmp(argv[i], "--m") == 0 || std::strcmp(argv[i], "--n") == 0) && i + 1 < argc) {
@@ -276,7 +320,7 @@ int main(int argc, char** argv) {
                 return 2;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]\n",
+            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]\n",
                          argv[0]);
             return 2;
         }
@@ -290,12 +334,16 @@ int main(int argc, char** argv) {
         for (std::size_t m : {32, 64, 128}) {
             for (std::size_t n : {1000, 10000, 20000}) {
                 if ((only_m != 0 && m != only_m) || (only_n != 0 && n != only_n)) continue;
-                const Row r = run(kind, m, n, quick, kernel);
+                const Row r = run(kind, m, n, quick, kernel, twice);
                 total_mismatches += r.mismatches;
                 std::printf("| %s | %zu | %zu | %.1f | %.1f | %.1f | %.1f | %.0fx | %.0fx | %zu | %zu |\n", name(kind), m, n,
                             r.published.mean_us, r.published.p99_us, r.streaming.mean_us, r.streaming.p99_us,
                             r.published.mean_us / r.streaming.mean_us, r.published.p99_us / r.streaming.p99_us,
                             r.compared, r.mismatches);
+                if (twice) {
+                    std::printf("|   again | | | | | %.1f | %.1f | slowest 1 %% (%zu samples): %zu shared | faster of the two: p99 %.1f | | |\n",
+                                r.again.mean_us, r.again.p99_us, r.slowest_count, r.slowest_shared, r.faster_p99_us);
+                }
                 std::fflush(stdout);
                 rows.push_back({{"stream", name(kind)},
                                 {"m", m},
@@ -311,6 +359,11 @@ int main(int argc, char** argv) {
                                 {"lockstep_samples", r.lockstep_samples},
                                 {"float_samples", r.float_samples},
                                 {"float_fallbacks", r.float_fallbacks}});
+                if (twice) {
+                    rows.back()["again"] = {{"mean_us", r.again.mean_us}, {"p99_us", r.again.p99_us}, {"max_us", r.again.max_us}};
+                    rows.back()["faster_of_two_p99_us"] = r.faster_p99_us;
+                    rows.back()["slowest_percent"] = {{"samples", r.slowest_count}, {"shared_with_again", r.slowest_shared}};
+                }
             }
         }
     }
