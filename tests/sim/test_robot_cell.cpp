@@ -815,39 +815,70 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     CHECK(hits.truth->detected >= 9);
 }
 
+namespace {
+
+// A robot's pick-and-place recorded as a dry run (every grasped mass 0, 12 cycles, seed `dry_seed`),
+// the arm model fitted on it, and 4 cycles with the part (seed `run_seed`) beside the same cycles
+// without it: the same motion and reading noise, so loaded - twin is the part's torque exactly.
+struct ArmTwin {
+    RobotDescription robot;
+    double part = 0;  // kg, the largest grasped mass
+    Recording loaded, twin;
+    ArmDynamics arm;
+    Recording deviation;  // loaded less the arm model
+};
+ArmTwin arm_twin(const std::string& name, std::uint64_t dry_seed, std::uint64_t run_seed) {
+    ArmTwin d;
+    d.robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", 6);
+    sim::Task dry_task = task;
+    for (auto& step : dry_task.steps) {
+        if (step.kind == sim::TaskStep::Kind::Grasp) d.part = std::max(d.part, step.mass), step.mass = 0.0;
+    }
+    const Recording dry = record_cell(d.robot, dry_task, 12, dry_seed, 1.0, 0);
+    d.loaded = record_cell(d.robot, task, 4, run_seed, 1.0, 0);
+    d.twin = record_cell(d.robot, dry_task, 4, run_seed, 1.0, 0);
+    const Recording* runs[] = {&dry};
+    d.arm = fit_arm_dynamics(d.robot.kinematics, runs);
+    d.deviation = arm_deviation(d.arm, d.loaded);
+    return d;
+}
+
+double rms(const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    return std::sqrt(s / static_cast<double>(v.size()));
+}
+
+// Joint j: RMS of the part's true torque and of the model deviation's error against it.
+std::pair<double, double> part_torque_and_error(const ArmTwin& d, std::size_t j) {
+    std::vector<double> truth(d.loaded.size()), error(d.loaded.size());
+    for (std::size_t i = 0; i < d.loaded.size(); ++i) {
+        truth[i] = d.loaded.tau[j][i] - d.twin.tau[j][i];
+        error[i] = d.deviation.tau[j][i] - truth[i];
+    }
+    return {rms(truth), rms(error)};
+}
+
+double dry_residual(const ArmTwin& d, std::size_t j) { return d.arm.derivation.at("joints")[j].at("residual_rms").get<double>(); }
+
+}  // namespace
+
 TEST_CASE("in percent of rated torque the arm model fits a factor per joint and still leaves the part's torque", "[sim][dynamics][ka]") {
     // The VP-6242-like reports percent of each joint's rated torque (as a Denso controller does):
     // one parameter set and a factor per joint, as the speed model fits them. Same comparison as
     // the Nm test below: a run with the 0.5 kg part against the same run without it.
-    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", 6);
-    sim::Task dry_task = task;
-    for (auto& step : dry_task.steps) {
-        if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = 0.0;
-    }
-    const Recording dry = record_cell(robot, dry_task, 12, 63, 1.0, 0);
-    const Recording loaded = record_cell(robot, task, 4, 64, 1.0, 0);
-    const Recording twin = record_cell(robot, dry_task, 4, 64, 1.0, 0);
-    REQUIRE(dry.info().unit == SignalUnit::Percent);
-    REQUIRE(loaded.size() == twin.size());
-    const Recording* runs[] = {&dry};
-    const ArmDynamics arm = fit_arm_dynamics(robot.kinematics, runs);
-    CHECK(arm.unit == SignalUnit::Percent);
-    CHECK(arm.derivation.at("joint_scales").size() == robot.dof());
-    const Recording deviation = arm_deviation(arm, loaded);
+    const ArmTwin d = arm_twin("vp6242-like", 63, 64);
+    REQUIRE(d.loaded.info().unit == SignalUnit::Percent);
+    REQUIRE(d.loaded.size() == d.twin.size());
+    CHECK(d.arm.unit == SignalUnit::Percent);
+    CHECK(d.arm.derivation.at("joint_scales").size() == d.robot.dof());
     for (std::size_t j : {1u, 2u}) {
-        double truth = 0, error = 0;
-        for (std::size_t i = 0; i < loaded.size(); ++i) {
-            const double t = loaded.tau[j][i] - twin.tau[j][i];
-            truth += t * t;
-            error += (deviation.tau[j][i] - t) * (deviation.tau[j][i] - t);
-        }
-        truth = std::sqrt(truth / static_cast<double>(loaded.size()));
-        error = std::sqrt(error / static_cast<double>(loaded.size()));
+        const auto [truth, error] = part_torque_and_error(d, j);
         INFO("joint " << j + 1 << ": the part's torque rms " << truth << " %; the model deviation's error rms " << error
-                      << " %; the fit's residual on the dry run " << arm.derivation.at("joints")[j].at("residual_rms").get<double>() << " %");
+                      << " %; the fit's residual on the dry run " << dry_residual(d, j) << " %");
         // On a run it was not fitted to, the model leaves no more than on its own dry run.
-        CHECK(error < 1.2 * arm.derivation.at("joints")[j].at("residual_rms").get<double>());
+        CHECK(error < 1.2 * dry_residual(d, j));
         // Joint 3 carries the part clearly (about 3 % of its rated torque); on joint 2 (rated for
         // the whole arm) the part's 0.9 % is about the size of the reading noise the fit leaves.
         if (j == 2) CHECK(error < 0.5 * truth);
@@ -860,51 +891,32 @@ TEST_CASE("the arm model fitted on a dry run leaves the carried part's torque as
     // IRB120-like pick-and-place (no part grasped), and the deviation of a run with the part is
     // compared with the truth the simulator gives: the same run recorded again without the part
     // (same seed, so the same motion and reading noise, which cancels in the difference).
-    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
-    sim::Task dry_task = task;
-    double part = 0;
-    for (auto& step : dry_task.steps) {
-        if (step.kind == sim::TaskStep::Kind::Grasp) part = std::max(part, step.mass), step.mass = 0.0;
-    }
-    REQUIRE(part > 0.0);
-    const Recording dry = record_cell(robot, dry_task, 12, 61, 1.0, 0);
-    const Recording loaded = record_cell(robot, task, 4, 62, 1.0, 0);
-    const Recording twin = record_cell(robot, dry_task, 4, 62, 1.0, 0);
-    REQUIRE(loaded.size() == twin.size());
-    const Recording* runs[] = {&dry};
-    const ArmDynamics arm = fit_arm_dynamics(robot.kinematics, runs);
-    const Recording deviation = arm_deviation(arm, loaded);
-    const Recording empty_deviation = arm_deviation(arm, twin);
-    const auto rms = [](const std::vector<double>& v) {
-        double s = 0;
-        for (double x : v) s += x * x;
-        return std::sqrt(s / static_cast<double>(v.size()));
-    };
+    const ArmTwin d = arm_twin("irb120-like", 61, 62);
+    REQUIRE(d.part > 0.0);
+    REQUIRE(d.loaded.size() == d.twin.size());
+    const Recording empty_deviation = arm_deviation(d.arm, d.twin);
     for (std::size_t j : {1u, 2u}) {  // joints 2 and 3 carry the part's weight
-        std::vector<double> truth(loaded.size()), error(loaded.size());
-        for (std::size_t i = 0; i < loaded.size(); ++i) {
-            truth[i] = loaded.tau[j][i] - twin.tau[j][i];
-            error[i] = deviation.tau[j][i] - truth[i];
-        }
-        INFO("joint " << j + 1 << " (part " << part << " kg): the part's torque rms " << rms(truth) << " Nm; the model deviation's error rms "
-                      << rms(error) << " Nm; deviation of the run without the part rms " << rms(empty_deviation.tau[j])
-                      << " Nm; the arm fit's residual on the dry run " << arm.derivation.at("joints")[j].at("residual_rms").get<double>() << " Nm");
-        CHECK(rms(error) < 0.25 * rms(truth));
+        const auto [truth, error] = part_torque_and_error(d, j);
+        INFO("joint " << j + 1 << " (part " << d.part << " kg): the part's torque rms " << truth << " Nm; the model deviation's error rms "
+                      << error << " Nm; deviation of the run without the part rms " << rms(empty_deviation.tau[j])
+                      << " Nm; the arm fit's residual on the dry run " << dry_residual(d, j) << " Nm");
+        CHECK(error < 0.25 * truth);
         // On a run it was not fitted to, the model leaves no more than on its own dry run.
-        CHECK(rms(empty_deviation.tau[j]) < 1.2 * arm.derivation.at("joints")[j].at("residual_rms").get<double>());
+        CHECK(rms(empty_deviation.tau[j]) < 1.2 * dry_residual(d, j));
     }
 
     // Its JSON form, and what it refuses.
+    const ArmDynamics& arm = d.arm;
     const ArmDynamics back = arm_dynamics_from_json(to_json(arm));
     REQUIRE(back.parameters.size() == arm.parameters.size());
     for (std::size_t j = 0; j < arm.parameters.size(); ++j) CHECK(back.parameters[j] == arm.parameters[j]);
-    Recording percent = loaded;
+    Recording percent = d.loaded;
     percent.info().unit = SignalUnit::Percent;
     CHECK_THROWS_WITH(arm_deviation(arm, percent), Catch::Contains("'percent'") && Catch::Contains("'Nm'"));
     nlohmann::json broken = to_json(arm);
     broken["parameters"][2].erase(0);
     CHECK_THROWS_WITH(arm_dynamics_from_json(broken), Catch::Contains("joint 3 has"));
-    const DhModel five(std::vector<DhJoint>(robot.kinematics.joints().begin(), robot.kinematics.joints().begin() + 5));
+    const DhModel five(std::vector<DhJoint>(d.robot.kinematics.joints().begin(), d.robot.kinematics.joints().begin() + 5));
+    const Recording* runs[] = {&d.twin};
     CHECK_THROWS_WITH(fit_arm_dynamics(five, runs), Catch::Contains("a dry run has 6 joints; the kinematic model has 5"));
 }
