@@ -638,6 +638,46 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
 
 }  // namespace
 
+namespace {
+
+// The deviation of a recording from the arm model, as the detector computes it; an error names the file.
+Recording arm_deviation_of(const ArmDynamics& arm, const NamedRecording& named) {
+    try {
+        return causal_arm_deviation(arm, *named.recording);
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("{}: {}", named.name, e.what()));
+    }
+}
+
+// calibrate() with an arm model: everything measured on the recordings' deviation from it.
+Profile calibrate_on_arm_deviation(const NamedRecording& reference, std::span<const NamedRecording> nominal,
+                                   const CalibrationOptions& options) {
+    const ArmDynamics& arm = *options.arm;
+    const Recording reference_deviation = arm_deviation_of(arm, reference);
+    std::vector<Recording> deviations;
+    deviations.reserve(nominal.size());
+    for (const auto& nom : nominal) {
+        if (!nom.recording) throw std::invalid_argument(fmt::format("{}: no recording", nom.name));
+        deviations.push_back(arm_deviation_of(arm, nom));
+    }
+    std::vector<NamedRecording> named;
+    for (std::size_t k = 0; k < nominal.size(); ++k) named.push_back({nominal[k].name, &deviations[k]});
+    CalibrationOptions inner = options;
+    inner.arm.reset();
+    Profile profile = calibrate({reference.name, &reference_deviation}, named, inner);
+    profile.arm = arm;
+    profile.calibration["arm_model"] = {
+        {"signal", fmt::format("deviation from the arm model: the signal less the arm's expected {} at the sample's angles, "
+                               "with velocities and accelerations from a polynomial of order {} fitted to the newest {} samples",
+                               to_string(arm.unit), arm.causal_order, arm.causal_samples)},
+        {"dry_run_samples", arm.derivation.value("samples", 0)},
+        {"dry_runs", arm.derivation.value("dry_runs", 0)}};
+    profile.validate();
+    return profile;
+}
+
+}  // namespace
+
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                   const CalibrationOptions& options) {
     if (!reference.recording) throw std::invalid_argument("no reference recording given");
@@ -648,6 +688,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     if (!(options.rule2_margin >= 1)) {
         throw std::invalid_argument(fmt::format("rule-2 margin must be >= 1, got {}", options.rule2_margin));
     }
+    if (options.arm) return calibrate_on_arm_deviation(reference, nominal, options);
     const Recording& ref_rec = *reference.recording;
     for (const auto& nom : nominal) check_compatible(reference, nom);
 

@@ -57,6 +57,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       windows_(profile_.joints * profile_.window),
       evaluations_(profile_.joints),
       levers_(profile_.joints),
+      arm_(profile_.arm ? std::make_unique<ArmDeviationFilter>(*profile_.arm) : nullptr),
+      arm_deviation_(profile_.joints, 0.0),
       over_(profile_.joints, 0),
       cusum_(profile_.joints, 0.0),
       noise_scale_(profile_.joints, 1.0),
@@ -292,6 +294,7 @@ void Detector::reset() {
     speed_evidence_ = 0.0;
     speed_prior_weight_ = 1.0;
     if (streaming_) streaming_->reset();
+    if (arm_) arm_->reset();
 }
 
 void Detector::update_speed(std::size_t partner, std::span<const double> q) {
@@ -382,6 +385,13 @@ Decision Detector::update(const Sample& sample) {
         }
     }
 
+    // With an arm model the detector matches what the task's force adds: the sample less the arm.
+    std::span<const double> tau = sample.tau;
+    if (arm_) {
+        arm_->apply(sample.t, sample.q, sample.tau, arm_deviation_);
+        tau = arm_deviation_;
+    }
+
     // KA-mDTW scales only the newest sample (thesis §4.4: the rest of the window is reused).
     const bool scaled = profile_.method == MatchingMethod::KaMdtw;
     if (scaled) {
@@ -415,7 +425,7 @@ Decision Detector::update(const Sample& sample) {
 
     // FIFO update; the first sample of a stream fills the whole window.
     for (std::size_t j = 0; j < n; ++j) {
-        const double value = (scaled ? sample.tau[j] / levers_[j] : sample.tau[j]) - payload_applied_[j];
+        const double value = (scaled ? tau[j] / levers_[j] : tau[j]) - payload_applied_[j];
         auto& ring = rings_[j];
         if (updates_ == 0) {
             std::fill(ring.begin(), ring.end(), value);

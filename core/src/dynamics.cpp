@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
@@ -656,6 +658,11 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     return out;
 }
 
+namespace {
+// Chooses arm.causal_order and causal_samples on the dry runs (defined below, after the filter).
+void choose_causal_estimator(ArmDynamics& arm, std::span<const Recording* const> dry_runs);
+}  // namespace
+
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs, const Eigen::Vector3d& gravity,
                              std::size_t max_rows) {
     const std::size_t n = model.dof();
@@ -718,10 +725,38 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
                       {"stride", stride},
                       {"relative_eigenvalue_cut", kRelativeEigenvalue},
                       {"joints", joints}};
+    choose_causal_estimator(arm, dry_runs);
     return arm;
 }
 
-Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
+namespace {
+
+void check_causal_estimator(std::size_t samples, std::size_t order) {
+    if (order < 2 || order > kMaxCausalOrder || samples < order + 1 || samples > kMaxCausalSamples) {
+        throw std::invalid_argument(fmt::format("arm model: causal derivatives of order {} over {} samples; expected order 2..{} over "
+                                                "order + 1..{} samples",
+                                                order, samples, kMaxCausalOrder, kMaxCausalSamples));
+    }
+}
+
+// Per joint, the RMS over the dry runs (from each run's kMaxCausalSamples-th sample on, so that
+// every estimator is judged on the same samples) of their deviation from the arm model: with the
+// offline derivatives, or with the arm's causal estimator.
+std::vector<double> dry_run_deviation_rms(const ArmDynamics& arm, std::span<const Recording* const> runs, bool causal) {
+    std::vector<double> sum(arm.model.dof(), 0.0);
+    std::size_t count = 0;
+    for (const Recording* run : runs) {
+        const Recording dev = causal ? causal_arm_deviation(arm, *run) : arm_deviation(arm, *run);
+        for (std::size_t j = 0; j < sum.size(); ++j) {
+            for (std::size_t i = kMaxCausalSamples; i < dev.size(); ++i) sum[j] += dev.tau[j][i] * dev.tau[j][i];
+        }
+        count += dev.size() > kMaxCausalSamples ? dev.size() - kMaxCausalSamples : 0;
+    }
+    for (double& v : sum) v = count > 0 ? std::sqrt(v / static_cast<double>(count)) : 0.0;
+    return sum;
+}
+
+void check_arm_recording(const ArmDynamics& arm, const Recording& recording) {
     const std::size_t n = arm.model.dof();
     if (recording.joints() != n) {
         throw std::invalid_argument(fmt::format("the recording has {} joints; the arm model has {}", recording.joints(), n));
@@ -730,6 +765,13 @@ Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
         throw std::invalid_argument(fmt::format("the recording's signal is '{}' in '{}'; the arm model was fitted to a torque in '{}'",
                                                 to_string(recording.info().signal), to_string(recording.info().unit), to_string(arm.unit)));
     }
+}
+
+}  // namespace
+
+Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
+    check_arm_recording(arm, recording);
+    const std::size_t n = arm.model.dof();
     Recording out = recording;
     const DynamicsRegressor regressor(arm.model, arm.gravity);
     std::vector<std::vector<double>> vel(n, std::vector<double>(recording.size())), acc(n, std::vector<double>(recording.size()));
@@ -746,6 +788,130 @@ Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
     return out;
 }
 
+ArmDeviationFilter::ArmDeviationFilter(ArmDynamics arm)
+    : arm_(std::move(arm)),
+      regressor_(arm_.model, arm_.gravity),
+      y_(static_cast<Eigen::Index>(arm_.model.dof()), static_cast<Eigen::Index>(regressor_.columns())),
+      t_(arm_.causal_samples, 0.0),
+      q_(arm_.causal_samples * arm_.model.dof(), 0.0),
+      qd_(arm_.model.dof(), 0.0),
+      qdd_(arm_.model.dof(), 0.0) {
+    if (arm_.parameters.size() != arm_.model.dof()) {
+        throw std::invalid_argument(fmt::format("arm model: {} parameter vectors for {} joints", arm_.parameters.size(), arm_.model.dof()));
+    }
+    for (const auto& p : arm_.parameters) {
+        if (static_cast<std::size_t>(p.size()) != regressor_.columns()) {
+            throw std::invalid_argument(fmt::format("arm model: {} parameters per joint, expected {}", p.size(), regressor_.columns()));
+        }
+    }
+    check_causal_estimator(arm_.causal_samples, arm_.causal_order);
+}
+
+void ArmDeviationFilter::differentiate(double t, std::span<const double> q) {
+    const std::size_t n = arm_.model.dof();
+    const std::size_t size = t_.size();
+    if (count_ > 0) {
+        const double last = t_[(head_ + size - 1) % size];
+        const double spacing = count_ > 1 ? last - t_[(head_ + size - 2) % size] : 0.0;
+        if (!(t > last) || (count_ > 1 && t - last > kCausalGapFactor * spacing)) count_ = 0;
+    }
+    if (count_ == 0) head_ = 0;
+    t_[head_] = t;
+    std::copy(q.begin(), q.begin() + static_cast<std::ptrdiff_t>(n), q_.begin() + static_cast<std::ptrdiff_t>(head_ * n));
+    head_ = (head_ + 1) % size;
+    count_ = std::min(count_ + 1, size);
+
+    std::fill(qd_.begin(), qd_.end(), 0.0);
+    std::fill(qdd_.begin(), qdd_.end(), 0.0);
+    if (count_ < 2) return;
+    // q(t_k) ~ sum_p c_p u_k^p with u_k = (t_k - t) / span, over the ring, of the order the samples
+    // allow; one system for all joints. Unused orders are pinned to 0 by an identity row.
+    const std::size_t order = std::min(arm_.causal_order, count_ - 1);
+    const double span = t - t_[(head_ + size - count_) % size];
+    using Matrix = Eigen::Matrix<double, kMaxCausalOrder + 1, kMaxCausalOrder + 1>;
+    using Vector = Eigen::Matrix<double, kMaxCausalOrder + 1, 1>;
+    const auto powers = [&](std::size_t slot) {
+        const double u = (t_[slot] - t) / span;
+        Vector row = Vector::Zero();
+        double v = 1.0;
+        for (std::size_t p = 0; p <= order; ++p, v *= u) row(static_cast<Eigen::Index>(p)) = v;
+        return row;
+    };
+    Matrix ata = Matrix::Zero();
+    for (std::size_t i = 0; i < count_; ++i) {
+        const Vector row = powers((head_ + size - 1 - i) % size);
+        ata += row * row.transpose();
+    }
+    for (std::size_t p = order + 1; p <= kMaxCausalOrder; ++p) ata(static_cast<Eigen::Index>(p), static_cast<Eigen::Index>(p)) = 1.0;
+    const Eigen::LDLT<Matrix> solver(ata);
+    for (std::size_t j = 0; j < n; ++j) {
+        Vector atb = Vector::Zero();
+        for (std::size_t i = 0; i < count_; ++i) {
+            const std::size_t slot = (head_ + size - 1 - i) % size;
+            atb += powers(slot) * q_[slot * n + j];
+        }
+        const Vector c = solver.solve(atb);
+        if (c.allFinite()) qd_[j] = c(1) / span, qdd_[j] = 2.0 * c(2) / (span * span);
+    }
+}
+
+void ArmDeviationFilter::apply(double t, std::span<const double> q, std::span<const double> tau, std::span<double> out) {
+    differentiate(t, q);
+    regressor_.compute(q, qd_, qdd_, true, y_);
+    for (std::size_t j = 0; j < arm_.model.dof(); ++j) out[j] = tau[j] - y_.row(static_cast<Eigen::Index>(j)).dot(arm_.parameters[j]);
+}
+
+namespace {
+
+void choose_causal_estimator(ArmDynamics& arm, std::span<const Recording* const> dry_runs) {
+    // Candidates: quadratics and cubics over a few to kMaxCausalSamples samples. The score is the
+    // mean over the joints of the causal deviation's RMS relative to the offline one's (each joint
+    // counts alike whatever its torque): 1 is as good as looking ahead.
+    static constexpr std::array<std::pair<std::size_t, std::size_t>, 10> kCandidates = {
+        {{2, 3}, {2, 5}, {2, 7}, {2, 9}, {2, 11}, {3, 5}, {3, 7}, {3, 9}, {3, 11}, {3, 15}}};
+    const std::vector<double> offline = dry_run_deviation_rms(arm, dry_runs, false);
+    nlohmann::json table = nlohmann::json::array();
+    double best = std::numeric_limits<double>::infinity();
+    std::size_t best_order = arm.causal_order, best_samples = arm.causal_samples;
+    for (const auto& [order, samples] : kCandidates) {
+        ArmDynamics candidate = arm;
+        candidate.causal_order = order;
+        candidate.causal_samples = samples;
+        const std::vector<double> causal = dry_run_deviation_rms(candidate, dry_runs, true);
+        double score = 0.0;
+        std::size_t joints = 0;
+        for (std::size_t j = 0; j < causal.size(); ++j) {
+            if (offline[j] > 0) score += causal[j] / offline[j], ++joints;
+        }
+        score = joints > 0 ? score / static_cast<double>(joints) : 1.0;
+        table.push_back({{"order", order}, {"samples", samples}, {"rms", causal}, {"relative", score}});
+        if (score < best) best = score, best_order = order, best_samples = samples;
+    }
+    arm.causal_order = best_order;
+    arm.causal_samples = best_samples;
+    arm.derivation["causal_derivatives"] = {
+        {"rule", "the candidate whose deviation of the dry runs comes closest to the offline one (mean over joints of RMS ratios)"},
+        {"offline_rms", offline},
+        {"candidates", table},
+        {"chosen", {{"order", best_order}, {"samples", best_samples}, {"relative", best}}}};
+}
+
+}  // namespace
+
+Recording causal_arm_deviation(const ArmDynamics& arm, const Recording& recording) {
+    check_arm_recording(arm, recording);
+    const std::size_t n = arm.model.dof();
+    Recording out = recording;
+    ArmDeviationFilter filter(arm);
+    std::vector<double> q(n), tau(n), dev(n);
+    for (std::size_t i = 0; i < recording.size(); ++i) {
+        for (std::size_t j = 0; j < n; ++j) q[j] = recording.q[j][i], tau[j] = recording.tau[j][i];
+        filter.apply(recording.t[i], q, tau, dev);
+        for (std::size_t j = 0; j < n; ++j) out.tau[j][i] = dev[j];
+    }
+    return out;
+}
+
 nlohmann::json to_json(const ArmDynamics& arm) {
     nlohmann::json parameters = nlohmann::json::array();
     for (const auto& p : arm.parameters) parameters.push_back(std::vector<double>(p.data(), p.data() + p.size()));
@@ -755,6 +921,7 @@ nlohmann::json to_json(const ArmDynamics& arm) {
             {"gravity", {arm.gravity.x(), arm.gravity.y(), arm.gravity.z()}},
             {"unit", to_string(arm.unit)},
             {"parameters", parameters},
+            {"causal_derivatives", {{"samples", arm.causal_samples}, {"order", arm.causal_order}}},
             {"derivation", arm.derivation}};
 }
 
@@ -786,6 +953,12 @@ ArmDynamics arm_dynamics_from_json(const nlohmann::json& j) {
             if (!std::isfinite(v)) throw std::invalid_argument(fmt::format("arm model: joint {} has a parameter {}; expected finite numbers", k + 1, v));
         }
         arm.parameters.emplace_back(Eigen::Map<const Eigen::VectorXd>(row.data(), static_cast<Eigen::Index>(row.size())));
+    }
+    if (j.contains("causal_derivatives")) {
+        const auto& c = j.at("causal_derivatives");
+        arm.causal_samples = c.value("samples", arm.causal_samples);
+        arm.causal_order = c.value("order", arm.causal_order);
+        check_causal_estimator(arm.causal_samples, arm.causal_order);
     }
     if (j.contains("derivation")) arm.derivation = j.at("derivation");
     return arm;

@@ -118,6 +118,15 @@ void Profile::validate() const {
             throw std::invalid_argument(fmt::format("payload model for {} joints; expected {}", payload->model.dof(), joints));
         }
     }
+    if (arm) {
+        if (arm->model.dof() != joints) {
+            throw std::invalid_argument(fmt::format("the arm model has {} joints; the profile has {}", arm->model.dof(), joints));
+        }
+        if (signal != SignalKind::Torque || arm->unit != unit) {
+            throw std::invalid_argument(fmt::format("the arm model was fitted to a torque in '{}'; the profile's signal is '{}' in '{}'",
+                                                    to_string(arm->unit), to_string(signal), to_string(unit)));
+        }
+    }
     if (method == MatchingMethod::KaMdtw) {
         if (!kinematics) throw std::invalid_argument("KA-mDTW profile has no kinematics");
         if (kinematics->model.dof() != joints) {
@@ -193,6 +202,7 @@ nlohmann::json to_json(const Profile& p) {
     }
     if (p.speed) out["speed_model"] = to_json(*p.speed);
     if (p.payload) out["payload_model"] = to_json(*p.payload);
+    if (p.arm) out["arm_model"] = to_json(*p.arm);
     if (p.kinematics) {
         const auto& k = *p.kinematics;
         out["kinematics"] = {{"model", to_json(k.model)},
@@ -291,6 +301,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     if (j.contains("payload_model") && !j.at("payload_model").is_null()) {
         p.payload = payload_model_from_json(j.at("payload_model"), p.joints);
     }
+    if (j.contains("arm_model") && !j.at("arm_model").is_null()) p.arm = arm_dynamics_from_json(j.at("arm_model"));
     if (j.contains("kinematics") && !j.at("kinematics").is_null()) {
         const auto& k = j.at("kinematics");
         const auto& force = field(k, "force", "kinematics");

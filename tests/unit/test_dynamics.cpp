@@ -249,3 +249,144 @@ TEST_CASE("friction that changed beyond what calibration learned opens a moved j
     j["phase_aware"].erase("drift_coulomb_nominal");
     CHECK(profile_from_json(j).phase->drift_coulomb_nominal.empty());
 }
+
+namespace {
+
+// The planar arm's own dynamics, fitted on a dry run of its task (8 cycles, a seed no other test uses).
+const ArmDynamics& planar_arm_model() {
+    static const ArmDynamics arm = [] {
+        planar_arm::RunOptions opt;
+        opt.cycles = 8;
+        opt.seed = 43;
+        const Recording dry = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+        const Recording* runs[] = {&dry};
+        return fit_arm_dynamics(planar_arm::default_arm().dh_model(), runs, Eigen::Vector3d(0, -9.81, 0));
+    }();
+    return arm;
+}
+
+double rms(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x * x;
+    return std::sqrt(sum / static_cast<double>(v.size()));
+}
+
+}  // namespace
+
+TEST_CASE("the arm deviation filter differentiates from past samples only and starts afresh after a gap", "[dynamics][arm]") {
+    ArmDeviationFilter filter(planar_arm_model());
+    const std::size_t n = planar_arm_model().model.dof();
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> jitter(-0.002, 0.002);
+    std::vector<double> q(n), tau(n, 0.0), out(n);
+    // A quadratic joint path sampled with jitter: the fit over the newest samples is exact.
+    const auto angle = [](double t, std::size_t j) { return 0.2 * static_cast<double>(j) - 0.7 * t + 1.9 * t * t; };
+    double t = 0;
+    for (int i = 0; i < 40; ++i) {
+        t = 0.008 * i + jitter(rng);
+        for (std::size_t j = 0; j < n; ++j) q[j] = angle(t, j);
+        filter.apply(t, q, tau, out);
+        if (i == 0) {
+            CHECK(filter.velocity()[0] == 0.0);  // one sample: at rest
+            CHECK(filter.acceleration()[0] == 0.0);
+        } else if (i == 1) {
+            CHECK(filter.acceleration()[0] == 0.0);  // two: a constant velocity
+            CHECK(filter.velocity()[0] != 0.0);
+        } else {
+            for (std::size_t j = 0; j < n; ++j) {
+                CHECK(filter.velocity()[j] == Approx(-0.7 + 3.8 * t).margin(1e-8));
+                CHECK(filter.acceleration()[j] == Approx(3.8).margin(1e-6));
+            }
+        }
+    }
+    // A gap of 10 sample periods (more than kCausalGapFactor spacings) starts the estimate afresh.
+    t += 0.08;
+    for (std::size_t j = 0; j < n; ++j) q[j] = angle(t, j);
+    filter.apply(t, q, tau, out);
+    CHECK(filter.velocity()[0] == 0.0);
+    CHECK(filter.acceleration()[0] == 0.0);
+    // So does time running backwards (a robot clock reset).
+    filter.apply(t + 0.008, q, tau, out);
+    CHECK(filter.velocity()[0] == 0.0);  // q did not change: a zero secant velocity
+    filter.apply(t - 1.0, q, tau, out);
+    CHECK(filter.velocity()[0] == 0.0);
+    CHECK(filter.acceleration()[0] == 0.0);
+    // The filter refuses an arm model whose parameters do not fit its model.
+    ArmDynamics broken = planar_arm_model();
+    broken.parameters.pop_back();
+    CHECK_THROWS_WITH(ArmDeviationFilter(broken), Catch::Contains("parameter vectors"));
+}
+
+TEST_CASE("the causal arm deviation of a held-out run stays near the offline one's size", "[dynamics][arm]") {
+    planar_arm::RunOptions opt;
+    opt.cycles = 4;
+    opt.seed = 44;
+    const Recording run = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording offline = arm_deviation(planar_arm_model(), run);
+    const Recording causal = causal_arm_deviation(planar_arm_model(), run);
+    REQUIRE(causal.size() == run.size());
+    for (std::size_t j = 0; j < run.joints(); ++j) {
+        const double torque = rms(run.tau[j]), off = rms(offline.tau[j]), on = rms(causal.tau[j]);
+        INFO("joint " << j + 1 << ": torque rms " << torque << " Nm, offline deviation " << off << ", causal " << on);
+        // Both leave little of the arm's torque; the causal one pays for looking back with more noise.
+        CHECK(off < 0.05 * torque);
+        CHECK(on < 0.10 * torque);
+        CHECK(on >= off * 0.9);
+    }
+}
+
+TEST_CASE("a profile with an arm model judges the deviation from it, exactly as calibration measured it", "[dynamics][arm][detector]") {
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    CalibrationOptions opt = planar_options(true);
+    opt.arm = planar_arm_model();
+    const Profile with_arm = calibrate({"reference.csv", &test::reference_recording()}, nominal, opt);
+    REQUIRE(with_arm.arm.has_value());
+    REQUIRE(with_arm.phase.has_value());
+    CHECK(with_arm.calibration.contains("arm_model"));
+    // The same calibration on recordings transformed beforehand, without the arm in the profile.
+    const Recording reference_deviation = causal_arm_deviation(*opt.arm, test::reference_recording());
+    const Recording nominal_deviation = causal_arm_deviation(*opt.arm, test::long_nominal_recording());
+    const NamedRecording nominal_dev[] = {{"nominal14.csv", &nominal_deviation}};
+    const Profile on_deviation = calibrate({"reference.csv", &reference_deviation}, nominal_dev, planar_options(true));
+    CHECK_FALSE(on_deviation.arm.has_value());
+    CHECK(with_arm.reference.tau == on_deviation.reference.tau);
+    CHECK(with_arm.phase->rule1 == on_deviation.phase->rule1);
+    CHECK(with_arm.phase->margin == on_deviation.phase->margin);
+    // The reference no longer carries the arm's gravity torque: a fraction of the signal is left.
+    for (std::size_t j = 0; j < with_arm.joints; ++j) {
+        std::vector<double> raw(test::reference_recording().tau[j].begin() + static_cast<std::ptrdiff_t>(with_arm.reference.first_sample),
+                                test::reference_recording().tau[j].begin() +
+                                    static_cast<std::ptrdiff_t>(with_arm.reference.first_sample + with_arm.reference.size()));
+        INFO("joint " << j + 1);
+        CHECK(rms(with_arm.reference.tau[j]) < 0.1 * rms(raw));
+    }
+    // A run with contacts: the detector given raw samples decides exactly as one given the deviation,
+    // and so does the profile after its JSON round trip.
+    planar_arm::RunOptions run_opt;
+    run_opt.cycles = 4;
+    run_opt.seed = 45;
+    run_opt.collisions = {{1, 0.3, 2, planar_arm::ContactProfile::Impact, 40.0, 0.05, 1.0},
+                          {2, 0.6, 1, planar_arm::ContactProfile::Push, 60.0, 0.4, -1.0}};
+    const Recording run = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), run_opt);
+    const Recording run_deviation = causal_arm_deviation(*opt.arm, run);
+    Detector raw_detector(with_arm), deviation_detector(on_deviation), reloaded(profile_from_json(to_json(with_arm)));
+    std::vector<double> tau(run.joints()), q(run.joints()), dtau(run.joints()), dq(run.joints());
+    std::size_t stops = 0, differences = 0;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        const Decision a = raw_detector.update(run.sample(i, tau, q));
+        const Decision b = deviation_detector.update(run_deviation.sample(i, dtau, dq));
+        const Decision c = reloaded.update(run.sample(i, tau, q));
+        differences += (a.verdict != b.verdict) + (a.verdict != c.verdict);
+        stops += a.stop();
+    }
+    CHECK(differences == 0);
+    CHECK(stops > 0);  // the contacts stop it: the comparison covered STOPs too
+    // An arm model in another unit, or for another joint count, is refused by name.
+    CalibrationOptions percent = opt;
+    percent.arm->unit = SignalUnit::Percent;
+    CHECK_THROWS_WITH(calibrate({"reference.csv", &test::reference_recording()}, nominal, percent),
+                      Catch::Contains("reference.csv") && Catch::Contains("'percent'"));
+    Profile wrong = with_arm;
+    wrong.arm->model = DhModel({DhJoint{}});
+    CHECK_THROWS_WITH(wrong.validate(), Catch::Contains("the arm model has 1 joints"));
+}

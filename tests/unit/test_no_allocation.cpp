@@ -81,6 +81,25 @@ TEST_CASE("the KA-mDTW detector does not allocate per sample either", "[detector
     CHECK(g_allocations.load() - before == 0);
 }
 
+TEST_CASE("a detector matching the deviation from an arm model does not allocate per sample", "[detector][realtime]") {
+    const Recording& rec = test::nominal_recording();
+    const Recording* runs[] = {&rec};  // the dry run: the planar arm carries nothing
+    const ArmDynamics arm = fit_arm_dynamics(planar_arm::default_arm().dh_model(), runs, Eigen::Vector3d(0, -9.81, 0));
+    CalibrationOptions opt;
+    opt.window = 20;
+    opt.arm = arm;
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    Detector detector(calibrate({"reference.csv", &test::reference_recording()}, nominal, opt));
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    detector.update(rec.sample(0, tau, q));  // warm-up
+    const std::size_t before = g_allocations.load();
+    for (std::size_t i = 1; i < rec.size(); ++i) detector.update(rec.sample(i, tau, q));
+    detector.reset();
+    for (std::size_t i = 0; i < 200; ++i) detector.update(rec.sample(i, tau, q));
+    CHECK(g_allocations.load() == before);
+    CHECK(detector.updates() == 200);
+}
+
 TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {
     const Recording& rec = test::nominal_recording();
     EnvelopeChecker checker(derive_envelope(rec, "nominal", {}));

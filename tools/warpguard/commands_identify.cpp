@@ -227,17 +227,23 @@ void run_identify_dynamics(const DynamicsArgs& a) {
                     j.at("signal_sd").get<double>(), j.at("explained").get<double>(), j.at("rank").get<int>(),
                     j.at("still").get<bool>() ? "  (does not move: no friction fitted)" : "");
     }
+    const auto& chosen = arm.derivation.at("causal_derivatives").at("chosen");
+    std::printf("in operation (no look-ahead): velocities and accelerations from a polynomial of order %zu over the newest %zu "
+                "samples; its deviation of the dry runs is %.3g x the offline one's (mean over joints)\n",
+                arm.causal_order, arm.causal_samples, chosen.at("relative").get<double>());
     std::printf("arm model written to %s (%s)\n", a.out.c_str(), to_string(arm.unit).c_str());
 }
 
 struct DeviationArgs {
     std::string arm, in, out;
     bool no_payload = false;
+    bool causal = false;
 };
 
 void run_deviation(const DeviationArgs& a) {
     const ArmDynamics arm = load_json_file(a.arm, "arm model", arm_dynamics_from_json);
-    Recording out = arm_deviation(arm, read_recording(a.in));
+    const Recording in = read_recording(a.in);
+    Recording out = a.causal ? causal_arm_deviation(arm, in) : arm_deviation(arm, in);
     if (a.no_payload) out.payload.clear();
     write_recording(out, a.out);
     std::printf("%s: %zu samples, RMS deviation per joint:", a.out.c_str(), out.size());
@@ -332,6 +338,8 @@ void register_deviation(CLI::App& app) {
     c->add_option("recording", args->in, "Recording CSV (a signed torque in the arm model's unit)")->required()->check(CLI::ExistingFile);
     c->add_option("--out", args->out, "Recording CSV to write: the same samples, every joint's signal replaced by its deviation")->required();
     c->add_flag("--no-payload", args->no_payload, "Leave out the declared payload column (the load is then unknown, as in thesis 4.5)");
+    c->add_flag("--causal", args->causal,
+                "Derivatives from past samples only, as the detector computes them in operation (default: centred, +-3 samples)");
     c->callback([args] { run_deviation(*args); });
 }
 

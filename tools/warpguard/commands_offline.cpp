@@ -81,6 +81,7 @@ struct CalibrateArgs {
     double margin = 1.2;
     std::string method = "mdtw";
     std::string model;
+    std::string arm;
     std::string force_frame = "base";
     std::string force = "0,0,-1";
     double min_lever = kDefaultMinLever;
@@ -129,6 +130,7 @@ void run_calibrate(const CalibrateArgs& a) {
         }
     }
     if (opt.method != MatchingMethod::KaMdtw && !a.model.empty()) opt.dynamics_model = load_dh_model(a.model);
+    if (!a.arm.empty()) opt.arm = load_json_file(a.arm, "arm model", arm_dynamics_from_json);
     const Profile p = calibrate({a.reference, &ref}, named, opt);
     save_profile(p, a.out);
 
@@ -151,6 +153,10 @@ void run_calibrate(const CalibrateArgs& a) {
                     th.rule1.max_abs, th.rule2.value, th.rule2.max);
     }
     std::printf("from %zu nominal windows in %zu file(s)\n", p.thresholds[0].rule1.samples, a.nominal.size());
+    if (p.arm) {
+        std::printf("matched signal: the deviation from the arm model %s (fitted on %d dry-run samples)\n", a.arm.c_str(),
+                    p.arm->derivation.value("samples", 0));
+    }
     if (p.kinematics) {
         std::string scaled;
         for (std::size_t j = 0; j < p.joints; ++j) {
@@ -446,9 +452,13 @@ void run_match(const MatchArgs& a) {
     Decision decision;
     nlohmann::json docs = nlohmann::json::array();
     std::size_t fed = 0;
+    // The classic DTW of the raw window compares the signal the reference holds: with an arm model,
+    // the run's deviation from it.
+    const auto& arm = detector.profile().arm;
+    const Recording matched = arm ? causal_arm_deviation(*arm, rec) : Recording();
     for (const std::size_t index : a.indices) {
         for (; fed <= index; ++fed) decision = detector.update(rec.sample(fed, tau, q));
-        report_match(a, detector, rec, index, decision, docs);
+        report_match(a, detector, arm ? matched : rec, index, decision, docs);
     }
     if (a.json) std::printf("%s\n", (docs.size() == 1 ? docs[0] : docs).dump(1).c_str());
 }
@@ -496,6 +506,8 @@ void register_calibrate(CLI::App& app) {
     cmd->add_option("--method", args->method, "mdtw or ka-mdtw")->capture_default_str()->check(CLI::IsMember({"mdtw", "ka-mdtw"}));
     cmd->add_option("--model", args->model, "The robot's kinematic model JSON (warpguard identify dh): needed by KA-mDTW; "
                    "gives the phase-aware detector its speed-override model")->check(CLI::ExistingFile);
+    cmd->add_option("--arm", args->arm, "The arm's own dynamics JSON (warpguard identify dynamics, fitted on a dry run): match the "
+                   "deviation from it, what the task's force adds (thesis 4.5.1), rather than the signal")->check(CLI::ExistingFile);
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();

@@ -82,6 +82,12 @@ struct CalibrationOptions {
     std::optional<DhModel> dynamics_model;
     // Gravity in the model's base frame, m/s^2: an upright robot (base z up) unless mounted otherwise.
     Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81);
+    // The arm's own dynamics, fitted on a dry run of the task (warpguard identify dynamics). With it
+    // the profile matches the deviation from the arm model, what the task's force adds (thesis
+    // §4.5.1): the reference and nominal recordings are transformed exactly as the detector will
+    // transform the samples it receives (causal_arm_deviation) before anything is measured on them,
+    // and the profile carries the arm model for the detector.
+    std::optional<ArmDynamics> arm;
 };
 
 struct NamedRecording {

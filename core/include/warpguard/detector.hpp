@@ -172,6 +172,10 @@ private:
     std::vector<std::vector<PathStep>> paths_;     // published matcher only
     std::vector<JointEvaluation> evaluations_;
     std::vector<double> levers_;                   // scratch for KA-mDTW
+    // With an arm model (profile.arm): the newest sample less the arm's expected torque, and the
+    // filter that computes it (causal derivatives, no allocation).
+    std::unique_ptr<ArmDeviationFilter> arm_;
+    std::vector<double> arm_deviation_;
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
     std::vector<double> cusum_;                    // phase-aware: CUSUM per joint
     std::vector<double> noise_scale_;              // per joint, from the reference: scores the shared partner

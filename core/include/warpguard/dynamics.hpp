@@ -176,6 +176,13 @@ struct ArmDynamics {
     Eigen::Vector3d gravity = Eigen::Vector3d(0, 0, -9.81);  // base frame, m/s^2
     SignalUnit unit = SignalUnit::Nm;
     std::vector<Eigen::VectorXd> parameters;  // per joint, regressor columns, in that joint's signal units
+    // How the detector estimates a sample's joint velocities and accelerations, which it cannot look
+    // ahead for (ArmDeviationFilter): a polynomial of this order fitted to the newest this many
+    // samples. fit_arm_dynamics chooses it on the dry runs: the candidate whose causal deviation
+    // comes closest to the offline one (a smooth path wants few samples and a cubic; encoder
+    // quantisation wants more). Defaults: a cubic over 7 samples.
+    std::size_t causal_samples = 7;
+    std::size_t causal_order = 3;
     nlohmann::json derivation = nlohmann::json::object();
 };
 
@@ -189,6 +196,46 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
 // samples: an offline transform, it looks 3 samples ahead). Throws std::invalid_argument when the
 // recording's joint count, signal or unit differ from the model's.
 Recording arm_deviation(const ArmDynamics& arm, const Recording& recording);
+
+// The same deviation sample by sample, as the detector computes it in operation: it cannot look
+// ahead, so each sample's joint velocities and accelerations come from a polynomial least-squares
+// fit (ArmDynamics::causal_order, real time stamps) of the newest ArmDynamics::causal_samples
+// angles, evaluated at the newest one. A stream's first samples use what there is (one sample: at
+// rest; two: a constant velocity; then up to the full order). Time that runs backwards or a gap of
+// more than kCausalGapFactor times the previous spacing starts the estimate afresh. Does not
+// allocate after construction.
+inline constexpr std::size_t kMaxCausalSamples = 15;
+inline constexpr std::size_t kMaxCausalOrder = 3;
+inline constexpr double kCausalGapFactor = 5.0;
+class ArmDeviationFilter {
+public:
+    // Throws std::invalid_argument when the parameters do not fit the model or the estimator is
+    // outside 2..kMaxCausalOrder, order + 1..kMaxCausalSamples.
+    explicit ArmDeviationFilter(ArmDynamics arm);
+    const ArmDynamics& arm() const { return arm_; }
+    void reset() { count_ = 0; }
+    // Takes the sample into the history and estimates its velocities and accelerations.
+    void differentiate(double t, std::span<const double> q);
+    // differentiate(), then out[j] = tau[j] - the arm's expected signal. Spans of the model's joint count.
+    void apply(double t, std::span<const double> q, std::span<const double> tau, std::span<double> out);
+    // The velocity and acceleration of the newest sample, per joint.
+    std::span<const double> velocity() const { return qd_; }
+    std::span<const double> acceleration() const { return qdd_; }
+
+private:
+    ArmDynamics arm_;
+    DynamicsRegressor regressor_;
+    Eigen::MatrixXd y_;
+    std::vector<double> t_;   // ring of the newest times, causal_samples
+    std::vector<double> q_;   // ring of the newest angles, sample after sample
+    std::vector<double> qd_, qdd_;
+    std::size_t count_ = 0;   // samples in the ring (saturates at its size)
+    std::size_t head_ = 0;    // slot of the next sample
+};
+
+// arm_deviation() with the causal derivatives of ArmDeviationFilter: exactly what a detector with
+// this arm model matches when the recording is streamed to it from its first sample.
+Recording causal_arm_deviation(const ArmDynamics& arm, const Recording& recording);
 
 nlohmann::json to_json(const ArmDynamics& arm);
 ArmDynamics arm_dynamics_from_json(const nlohmann::json& j);

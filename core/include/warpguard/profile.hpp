@@ -117,6 +117,12 @@ struct Profile {
     // adds. Calibration adds it when the kinematic model is known and the reference declares its
     // payload; the detector uses it for samples that declare theirs.
     std::optional<PayloadModel> payload;
+    // The arm's own dynamics (dynamics.hpp, fitted on a dry run of the task). When present the
+    // detector matches the deviation from it - what the task's force adds (thesis §4.5.1) - rather
+    // than the signal: every incoming sample less the arm's expected torque (ArmDeviationFilter),
+    // and the reference, thresholds, speed and payload models are all in that form already (the
+    // calibration transformed its recordings the same way before it measured them).
+    std::optional<ArmDynamics> arm;
     // Record of how the profile was made: nominal files, window counts, options.
     nlohmann::json calibration = nlohmann::json::object();
 
