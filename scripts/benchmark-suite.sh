@@ -108,28 +108,20 @@ run_ka() {
     /usr/bin/python3 tools/ka_matching.py "$wg" "$dir/$task-reference.csv" "$dir/$task-nominal.csv" "$dir/$task-mdtw.json" \
       "$dir/$task-ka.json" "$task" > "$dir/$task-matching.json"
     # Both methods again on the deviation from the arm's own dynamics (thesis 4.5.1): a dry run of
-    # the task - the same program with no part and presses of 1e-9 N (the simulator refuses 0), 20
-    # cycles with every variant, its own seed - gives the arm model (warpguard identify dynamics);
+    # the task - the same program with no part and presses of 1e-9 N (tools/dry_task.py), 20 cycles
+    # with every variant, its own seed - gives the arm model (warpguard identify dynamics);
     # calibration and the detector then match the recordings less what that model expects.
-    local dry_task=$t
-    if [ "$task" = assembly ]; then
-      dry_task="$dir/$task-no-press.json"
-      /usr/bin/python3 -c 'import json, sys
-task = json.load(open(sys.argv[1]))
-for step in task["steps"]:
-    if "press" in step:
-        step["press"]["magnitude"] = 1e-9
-json.dump(task, open(sys.argv[2], "w"), indent=1)' "$t" "$dry_task"
-    fi
-    record "$dir/$task-dry.csv" --robot "$r" --task "$dry_task" --cycles 20 --seed $((seed + 25)) --payload 0
+    /usr/bin/python3 tools/dry_task.py "$t" "$dir/$task-dry-task.json"
+    record "$dir/$task-dry.csv" --robot "$r" --task "$dir/$task-dry-task.json" --cycles 20 --seed $((seed + 25)) --payload 0
     "$wg" identify dynamics --dry-run "$dir/$task-dry.csv" --model "$dir/model.json" --out "$dir/$task-arm.json" > "$dir/$task-arm.txt"
-    "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
-      --model "$dir/model.json" --arm "$dir/$task-arm.json" --out "$dir/$task-arm-mdtw.json" > "$dir/$task-arm-mdtw.txt"
-    "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
-      --method ka-mdtw --model "$dir/model.json" --arm "$dir/$task-arm.json" --out "$dir/$task-arm-ka.json" > "$dir/$task-arm-ka.txt"
-    for run in nominal collisions; do
-      "$wg" evaluate --profile "$dir/$task-arm-mdtw.json" "$dir/$task-$run.csv" --out "$dir/$task-$run.arm-mdtw.evaluation.json"
-      "$wg" evaluate --profile "$dir/$task-arm-ka.json" "$dir/$task-$run.csv" --out "$dir/$task-$run.arm-ka.evaluation.json"
+    local method
+    for method in mdtw ka; do
+      "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
+        --method "$([ $method = ka ] && echo ka-mdtw || echo mdtw)" --model "$dir/model.json" --arm "$dir/$task-arm.json" \
+        --out "$dir/$task-arm-$method.json" > "$dir/$task-arm-$method.txt"
+      for run in nominal collisions; do
+        "$wg" evaluate --profile "$dir/$task-arm-$method.json" "$dir/$task-$run.csv" --out "$dir/$task-$run.arm-$method.evaluation.json"
+      done
     done
     /usr/bin/python3 tools/ka_matching.py "$wg" "$dir/$task-reference.csv" "$dir/$task-nominal.csv" "$dir/$task-arm-mdtw.json" \
       "$dir/$task-arm-ka.json" "$task" > "$dir/$task-arm-matching.json"

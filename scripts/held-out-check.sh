@@ -5,8 +5,8 @@
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
 # (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
 #
-#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] ROBOT.json TASK.json [OUT_DIR]
-#   (about 20 minutes; --variants: about 10 more; --bound: about 1 more)
+#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] ROBOT.json TASK.json [OUT_DIR]
+#   (about 20 minutes; --variants: about 10 more; --bound: about 1 more; --arm: about 10 more)
 #
 # The robots and tasks in samples/held-out/ are for this: see samples/held-out/README.md.
 # --reuse keeps recordings already in OUT_DIR and only identifies, calibrates and evaluates again.
@@ -15,17 +15,21 @@
 # --bound also records the collision run's twin (the same command and seed without the contacts)
 # and prints the noise-limited reference for the delay beside the default detector
 # (tools/delay_bound.py, as scripts/delay-bound-check.sh does for the suite).
+# --arm also records a dry run of the task (no part, presses of 1e-9 N; 20 cycles), fits the arm's own
+# dynamics on it (warpguard identify dynamics), calibrates the default detector again on the deviation
+# from them (warpguard calibrate --arm) and evaluates the same runs with it (and the --variants runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reuse=0 variants=0 bound=0
-while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ]; do
+reuse=0 variants=0 bound=0 arm=0
+while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ] || [ "${1:-}" = "--arm" ]; do
   [ "$1" = "--reuse" ] && reuse=1
   [ "$1" = "--variants" ] && variants=1
   [ "$1" = "--bound" ] && bound=1
+  [ "$1" = "--arm" ] && arm=1
   shift
 done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 robot=$1 task=$2
@@ -102,6 +106,33 @@ for variant, label in (("override80", "speed override 80 %"), ("drift30", "frict
     big = [c for c in col["collision_details"] if c["peak_force"] >= 50]
     print(f"default (phase-aware), {label}: false stop events {nom['false_stop_events']} in {nom['clean_cycles']} nominal "
           f"cycles; collisions >= 50 N detected {sum(c['detected'] for c in big)}/{len(big)}, all {col['detected']}/{col['collisions']}")
+PY
+fi
+
+if [ "$arm" = 1 ]; then
+  /usr/bin/python3 tools/dry_task.py "$task" "$out/dry-task.json"
+  record "$out/dry.csv" --robot "$robot" --task "$out/dry-task.json" --cycles 20 --seed $((seed + 30)) --payload 0 > /dev/null
+  "$wg" identify dynamics --dry-run "$out/dry.csv" --model "$out/model.json" --out "$out/arm.json" > "$out/arm.txt"
+  "$wg" calibrate --reference "$out/reference.csv" --nominal "$out/calibration.csv" --detector phase-aware \
+    --model "$out/model.json" --arm "$out/arm.json" --out "$out/profile-arm.json" > "$out/profile-arm.txt"
+  runs="nominal collisions"
+  [ "$variants" = 1 ] && runs="$runs override80-nominal override80-collisions drift30-nominal drift30-collisions"
+  for variant in $runs; do
+    "$wg" evaluate --profile "$out/profile-arm.json" "$out/$variant.csv" --out "$out/$variant.arm.evaluation.json" > /dev/null
+  done
+  /usr/bin/python3 - "$out" "$runs" <<'PY'
+import json, os, sys
+out, runs = sys.argv[1], sys.argv[2].split()
+for prefix in sorted({r[:-len("nominal")] for r in runs if r.endswith("nominal")}):
+    for label, suffix in (("torque", "phase"), ("arm deviation", "arm")):
+        nom = json.load(open(f"{out}/{prefix}nominal.{suffix}.evaluation.json"))["totals"]
+        col = {r["rule"]: r for r in json.load(open(f"{out}/{prefix}collisions.{suffix}.evaluation.json"))["totals"]["by_rule"]}["combined"]
+        big = [b for b in col["by_peak_force"] if b["low"] >= 50]
+        ms = lambda v: "-" if v is None else f"{1000 * v:.0f} ms"
+        print(f"default (phase-aware) on the {label}, {prefix or 'nominal-'}: false stop events {nom['false_stop_events']} in "
+              f"{nom['clean_cycles']} nominal cycles; collisions >= 50 N detected {sum(b['detected'] for b in big)}/"
+              f"{sum(b['collisions'] for b in big)}, all {col['detected']}/{col['collisions']}, delay median {ms(col['delay_median'])} "
+              f"p95 {ms(col['delay_p95'])}")
 PY
 fi
 

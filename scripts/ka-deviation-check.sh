@@ -65,12 +65,7 @@ check_task() {
     empty_args=()
     for v in "" one-variant; do
       local src=$t; [ -n "$v" ] && src="$dir/${p}one-variant.json"
-      "$py" -c 'import json, sys
-task = json.load(open(sys.argv[1]))
-for step in task["steps"]:
-    if "press" in step:
-        step["press"]["magnitude"] = 1e-9
-json.dump(task, open(sys.argv[2], "w"), indent=1)' "$src" "$dir/${p}${v:-all}-no-press.json"
+      "$py" tools/dry_task.py "$src" "$dir/${p}${v:-all}-no-press.json"
     done
   fi
   local part task cycles s

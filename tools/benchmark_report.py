@@ -119,8 +119,10 @@ def ka_section(suite):
             "torque). A dry run of the task — the same program with no part and nothing pressed, 20 cycles with every",
             "variant — gives each robot's arm model (`warpguard identify dynamics`); both methods are calibrated again",
             "with it (`warpguard calibrate --arm`), so the reference, the thresholds and every window are the",
-            "recordings less what the arm model expects, velocities and accelerations from the last 7 samples as in",
-            "operation. Same windows and definitions as above:", ""]
+            "recordings less what the arm model expects, with velocities and accelerations fitted to the newest few",
+            "samples as in operation (the fit `identify dynamics` chose on the dry run). The recordings declare the",
+            "payload, so the payload model takes the part's torque off too: what is left to match is mostly noise and",
+            "the presses. Same windows and definitions as above:", ""]
     out += matching_table(suite, lambda m: (m["joints"], len(m["windows"])), "detector's window, ", "windows", "arm-", False)
     out += matching_table(suite, lambda m: (m["whole_move"]["joints"], len(m["whole_move"]["moves"])), "whole sections, ",
                           "sections", "arm-", False)

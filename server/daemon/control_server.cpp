@@ -123,6 +123,39 @@ json calibrate_command(DaemonContext& c, const json& request) {
             if (model.dof() == session->joints()) options.dynamics_model = std::move(model);
         }
     }
+    // The arm's own dynamics from a committed dry run of the task (the same program with no part and
+    // nothing to press): the profile then matches the deviation from them, what the task's force
+    // adds (thesis 4.5.1). Fitted on the robot's kinematic model: the one calibration uses, else
+    // the latest stored.
+    const std::int64_t dry_id = arg<std::int64_t>(request, "dry_run", 0);
+    if (dry_id != 0) {
+        const auto dry_meta = c.store.recording(dry_id);
+        if (!dry_meta) throw CommandError(fmt::format("dry run {}: recording {} does not exist", dry_id, dry_id));
+        if (dry_meta->at("robot").get<std::string>() != session->id()) {
+            throw CommandError(fmt::format("dry run {} belongs to robot '{}', not '{}'", dry_id, dry_meta->at("robot").get<std::string>(),
+                                           session->id()));
+        }
+        std::optional<DhModel> model = options.kinematics ? std::optional<DhModel>(options.kinematics->model) : options.dynamics_model;
+        if (!model) {
+            const auto stored = c.store.latest_model(session->id());
+            if (!stored) {
+                throw CommandError(fmt::format("robot '{}' has no kinematic model for the arm model: run the identification procedure "
+                                               "(identify_start) or set a model (set_model) first",
+                                               session->id()));
+            }
+            model = dh_model_from_json(stored->at("model"));
+        }
+        if (model->dof() != session->joints()) {
+            throw CommandError(fmt::format("the kinematic model has {} joints; robot '{}' has {}", model->dof(), session->id(), session->joints()));
+        }
+        const Recording dry = read_recording(dry_meta->at("path").get<std::string>());
+        const Recording* runs[] = {&dry};
+        try {
+            options.arm = fit_arm_dynamics(*model, runs);
+        } catch (const std::invalid_argument& e) {
+            throw CommandError(fmt::format("dry run {}: {}", dry_id, e.what()));
+        }
+    }
     std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
     if (recording_id == 0) {
         const json all = c.store.recordings(session->id());
@@ -197,6 +230,13 @@ json calibrate_command(DaemonContext& c, const json& request) {
     // What the default detector does about speed override and a declared payload, as calibration said.
     if (profile.calibration.contains("speed_model")) summary["speed_model"] = profile.calibration.at("speed_model");
     if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
+    if (profile.arm) {
+        summary["arm_model"] = {{"dry_run", dry_id},
+                                {"samples", profile.arm->derivation.value("samples", 0)},
+                                {"causal_order", profile.arm->causal_order},
+                                {"causal_samples", profile.arm->causal_samples},
+                                {"joints", profile.arm->derivation.value("joints", json::array())}};
+    }
     const std::int64_t id = c.store.add_profile(session->id(), recording_id, summary, to_json(profile).dump());
     EventRecord e;
     e.robot = session->id();

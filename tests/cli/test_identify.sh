@@ -154,11 +154,42 @@ for j in (2, 3):
     print("joint %d: the part's torque rms %.3f Nm, the deviation's error rms %.3f Nm" % (j, rms(truth), rms(err)))
     assert rms(err) < 0.25 * rms(truth)
 PY
+# As the detector computes it (--causal: derivatives from past samples only), with the estimator
+# identify dynamics chose on the dry run: the error stays close to the offline one's.
+grep -q "in operation (no look-ahead): velocities and accelerations from a polynomial of order" arm.txt
+"$wg" deviation --arm arm.json loaded.csv --out causal.csv --no-payload --causal > /dev/null
+python3 - loaded.csv twin.csv deviation.csv causal.csv <<'PY'
+import math, sys
+def read(path):
+    rows = [l.rstrip("\n").split(",") for l in open(path) if not l.startswith("#")]
+    return rows[0], rows[1:]
+(cols, loaded), (_, twin), (dcols, dev), (ccols, causal) = (read(p) for p in sys.argv[1:5])
+rms = lambda v: math.sqrt(sum(x * x for x in v) / len(v))
+for j in (2, 3):
+    c, d = cols.index("tau%d" % j), dcols.index("tau%d" % j)
+    truth = [float(a[c]) - float(b[c]) for a, b in zip(loaded, twin)]
+    offline = rms([float(x[d]) - t for x, t in zip(dev, truth)])
+    online = rms([float(x[d]) - t for x, t in zip(causal, truth)])
+    print("joint %d: the deviation's error rms offline %.3f Nm, causal %.3f Nm" % (j, offline, online))
+    assert online < 1.2 * offline and online < 0.25 * rms(truth)
+PY
+# A profile on the deviation: calibrate --arm keeps the arm model in the profile, and evaluate feeds
+# it the recorded torques (the published detector: 3 nominal cycles are enough for it).
+"$sim" record --robot "$rt" --task "$task" --cycles 3 --seed 73 --out loaded2.csv > /dev/null
+"$wg" calibrate --reference loaded.csv --reference-cycles 2 --nominal loaded2.csv --detector published --arm arm.json \
+  --out arm-profile.json > calibrate.txt
+grep -q "matched signal: the deviation from the arm model arm.json" calibrate.txt
+python3 -c 'import json, sys; p = json.load(open(sys.argv[1])); assert p["arm_model"]["format"] == "warpguard-arm-dynamics"' arm-profile.json
+"$wg" evaluate --profile arm-profile.json loaded2.csv --out arm-evaluation.json > /dev/null
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); assert e["totals"]["clean_cycles"] >= 2, e["totals"]' arm-evaluation.json
 # Refused with the offending value named: a signal in another unit, a file that is not an arm model.
 sed 's/^# unit: Nm/# unit: percent/' loaded.csv > percent.csv
 if "$wg" deviation --arm arm.json percent.csv --out x.csv 2> err.txt; then echo "deviation accepted percent for an Nm model"; exit 1; fi
 grep -q "the recording's signal is 'torque' in 'percent'; the arm model was fitted to a torque in 'Nm'" err.txt
 if "$wg" deviation --arm irb.json loaded.csv --out x.csv 2> err.txt; then echo "deviation accepted a kinematic model as an arm model"; exit 1; fi
 grep -q "not an arm model" err.txt
+if "$wg" calibrate --reference percent.csv --reference-cycles 2 --nominal percent.csv --detector published --arm arm.json \
+  --out x.json 2> err.txt; then echo "calibrate accepted percent for an Nm arm model"; exit 1; fi
+grep -q "percent.csv: the recording's signal is 'torque' in 'percent'" err.txt
 
 echo "identification CLI: all checks passed"

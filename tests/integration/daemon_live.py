@@ -212,6 +212,34 @@ def test_payload(tmp):
         stops = [s for s in r["stops"] if s["reason"] == "STOP reply"]
         check(r["timeouts"] == 0, "no reply missed the robot's timeout (%d)" % r["timeouts"])
         check(len(stops) == 0, "4 cycles with a declared part of %.1f kg (reference %.1f kg): %d stops" % (2 * part, part, len(stops)))
+        # A dry run of the task (the same program, no part): the daemon fits the arm's own dynamics to
+        # it and calibrates a profile on the deviation from them (calibrate --dry-run, issue 6).
+        d.ctl("mode", "cell1", "shadow")
+        sim, report = run_sim(d, tmp, "--cycles", "14", "--speed", "8", "--seed", "9", "--timeout-ms", "100", "--declare-payload",
+                              "--payload", "0")
+        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+        d.ctl("record-start", "cell1")
+        d.ctl("wait", "cell1", "--cycle", "13", "--timeout", "120")
+        dry = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        sim.wait(timeout=120)
+        check(dry["cycles"] >= 10, "dry run recorded: %d complete cycles" % dry["cycles"])
+        r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--dry-run", str(rec["id"] + 1000), check_rc=False)
+        check(r.returncode != 0 and "dry run %d: recording %d does not exist" % (rec["id"] + 1000, rec["id"] + 1000) in r.stderr,
+              "a dry run that does not exist is refused by id: %s" % r.stderr.strip())
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--dry-run", str(dry["id"]),
+                               "--reference-cycles", "3", "--activate", "--timeout", "300").stdout)
+        arm = cal["summary"].get("arm_model", {})
+        check(arm.get("dry_run") == dry["id"] and arm.get("samples", 0) > 1000,
+              "the profile matches the deviation from the arm model fitted on dry run %s (%s samples, derivatives of order %s over %s)" %
+              (arm.get("dry_run"), arm.get("samples"), arm.get("causal_order"), arm.get("causal_samples")))
+        d.ctl("mode", "cell1", "detect")
+        sim, report = run_sim(d, tmp, "--cycles", "4", "--speed", "4", "--seed", "10", "--timeout-ms", "100", "--declare-payload")
+        sim.wait(timeout=120)
+        with open(report) as f:
+            r = json.load(f)
+        stops = [s for s in r["stops"] if s["reason"] == "STOP reply"]
+        check(r["timeouts"] == 0 and len(stops) == 0,
+              "4 cycles of the task on the arm-deviation profile: %d stops, %d replies late" % (len(stops), r["timeouts"]))
     finally:
         d.stop()
 

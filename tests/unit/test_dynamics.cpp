@@ -2,6 +2,7 @@
 // estimate, and the profile's JSON form.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -389,4 +390,40 @@ TEST_CASE("a profile with an arm model judges the deviation from it, exactly as 
     Profile wrong = with_arm;
     wrong.arm->model = DhModel({DhJoint{}});
     CHECK_THROWS_WITH(wrong.validate(), Catch::Contains("the arm model has 1 joints"));
+}
+
+TEST_CASE("the arm model's causal estimator is chosen on the dry run: coarse encoders get a longer fit", "[dynamics][arm]") {
+    planar_arm::RunOptions opt;
+    opt.cycles = 8;
+    opt.seed = 43;
+    Recording dry = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const DhModel model = planar_arm::default_arm().dh_model();
+    const Eigen::Vector3d gravity(0, -9.81, 0);
+    const Recording* runs[] = {&dry};
+    const ArmDynamics smooth = fit_arm_dynamics(model, runs, gravity);
+    // The same run read through an encoder of 1e-4 rad steps (about 16 bits per turn).
+    for (auto& joint : dry.q) {
+        for (double& v : joint) v = std::round(v / 1e-4) * 1e-4;
+    }
+    const ArmDynamics coarse = fit_arm_dynamics(model, runs, gravity);
+    const auto& choice = coarse.derivation.at("causal_derivatives");
+    INFO("smooth angles: order " << smooth.causal_order << " over " << smooth.causal_samples << " samples; quantised: order "
+                                 << coarse.causal_order << " over " << coarse.causal_samples << "; " << choice.dump());
+    // The chosen candidate is the best of those tried, and no candidate beats looking ahead by much.
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& c : choice.at("candidates")) best = std::min(best, c.at("relative").get<double>());
+    CHECK(choice.at("chosen").at("relative").get<double>() == best);
+    CHECK(best > 0.9);
+    // Quantisation noise is amplified most by short fits: the quantised run chooses a longer one
+    // for its order (a fit over more samples, or a lower order over as many).
+    const double smooth_span = static_cast<double>(smooth.causal_samples) / static_cast<double>(smooth.causal_order);
+    const double coarse_span = static_cast<double>(coarse.causal_samples) / static_cast<double>(coarse.causal_order);
+    CHECK(coarse_span > smooth_span);
+    // The choice survives the JSON form; an estimator out of range is refused by name.
+    const ArmDynamics back = arm_dynamics_from_json(to_json(coarse));
+    CHECK(back.causal_order == coarse.causal_order);
+    CHECK(back.causal_samples == coarse.causal_samples);
+    nlohmann::json bad = to_json(coarse);
+    bad["causal_derivatives"]["samples"] = 40;
+    CHECK_THROWS_WITH(arm_dynamics_from_json(bad), Catch::Contains("order") && Catch::Contains("over 40 samples"));
 }

@@ -32,6 +32,7 @@ struct CtlArgs {
     double k = 0, margin = 0, timeout = 60, seconds = 0;
     std::string detector, method, force_frame, model_file;
     std::int64_t model = 0;
+    std::int64_t dry_run = 0;
     double flange_offset = 0;
     bool has_flange_offset = false;
     std::int64_t cycle = -1;
@@ -139,6 +140,7 @@ void register_ctl(CLI::App& app) {
                              if (!x.method.empty()) r["method"] = x.method;
                              if (!x.force_frame.empty()) r["force_frame"] = x.force_frame;
                              if (x.model) r["model"] = x.model;
+                             if (x.dry_run) r["dry_run"] = x.dry_run;
                              return r;
                          },
                          [](const CtlArgs&, const nlohmann::json& j) {
@@ -169,6 +171,13 @@ void register_ctl(CLI::App& app) {
                              } else {
                                  std::printf("detector published (thesis 3.2.3)\n");
                              }
+                             if (s.contains("arm_model")) {
+                                 const auto& arm = s.at("arm_model");
+                                 std::printf("matched signal: the deviation from the arm model fitted on dry run %lld (%d samples; "
+                                             "derivatives in operation: order %zu over %zu samples)\n",
+                                             arm.at("dry_run").get<long long>(), arm.value("samples", 0),
+                                             arm.at("causal_order").get<std::size_t>(), arm.at("causal_samples").get<std::size_t>());
+                             }
                              if (j.contains("status")) std::printf("activated\n");
                          });
         c->add_option("robot", a->robot, "Robot id")->required();
@@ -185,6 +194,9 @@ void register_ctl(CLI::App& app) {
         c->add_option("--force-frame", a->force_frame, "KA-mDTW: frame of the force direction, base (default) or tool")
             ->check(CLI::IsMember({"base", "tool"}));
         c->add_option("--model", a->model, "Kinematic model id for KA-mDTW and the default detector's speed model (default: the robot's latest)");
+        c->add_option("--dry-run", a->dry_run,
+                      "Recording id of a dry run of the task (no part, nothing to press): match the deviation from the arm model "
+                      "fitted on it (thesis 4.5.1)");
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
         // Calibration runs at the lowest priority in the daemon: on a busy PC it takes longer.
         c->preparse_callback([a](std::size_t) { a->timeout = 600; });
