@@ -830,26 +830,23 @@ void ArmDeviationFilter::differentiate(double t, std::span<const double> q) {
     const double span = t - t_[(head_ + size - count_) % size];
     using Matrix = Eigen::Matrix<double, kMaxCausalOrder + 1, kMaxCausalOrder + 1>;
     using Vector = Eigen::Matrix<double, kMaxCausalOrder + 1, 1>;
-    const auto powers = [&](std::size_t slot) {
-        const double u = (t_[slot] - t) / span;
-        Vector row = Vector::Zero();
-        double v = 1.0;
-        for (std::size_t p = 0; p <= order; ++p, v *= u) row(static_cast<Eigen::Index>(p)) = v;
-        return row;
-    };
+    // The fit's rows, newest first (built once per sample, shared by every joint).
+    std::array<Vector, kMaxCausalSamples> rows;
+    std::array<std::size_t, kMaxCausalSamples> slots;
     Matrix ata = Matrix::Zero();
     for (std::size_t i = 0; i < count_; ++i) {
-        const Vector row = powers((head_ + size - 1 - i) % size);
-        ata += row * row.transpose();
+        slots[i] = (head_ + size - 1 - i) % size;
+        const double u = (t_[slots[i]] - t) / span;
+        rows[i] = Vector::Zero();
+        double v = 1.0;
+        for (std::size_t p = 0; p <= order; ++p, v *= u) rows[i](static_cast<Eigen::Index>(p)) = v;
+        ata += rows[i] * rows[i].transpose();
     }
     for (std::size_t p = order + 1; p <= kMaxCausalOrder; ++p) ata(static_cast<Eigen::Index>(p), static_cast<Eigen::Index>(p)) = 1.0;
     const Eigen::LDLT<Matrix> solver(ata);
     for (std::size_t j = 0; j < n; ++j) {
         Vector atb = Vector::Zero();
-        for (std::size_t i = 0; i < count_; ++i) {
-            const std::size_t slot = (head_ + size - 1 - i) % size;
-            atb += powers(slot) * q_[slot * n + j];
-        }
+        for (std::size_t i = 0; i < count_; ++i) atb += rows[i] * q_[slots[i] * n + j];
         const Vector c = solver.solve(atb);
         if (c.allFinite()) qd_[j] = c(1) / span, qdd_[j] = 2.0 * c(2) / (span * span);
     }
