@@ -664,6 +664,8 @@ Profile calibrate_on_arm_deviation(const NamedRecording& reference, std::span<co
     for (std::size_t k = 0; k < nominal.size(); ++k) named.push_back({nominal[k].name, &deviations[k]});
     CalibrationOptions inner = options;
     inner.arm.reset();
+    inner.removed_coulomb.resize(arm.model.dof(), 0.0);
+    for (std::size_t j = 0; j < inner.removed_coulomb.size(); ++j) inner.removed_coulomb[j] += arm_coulomb(arm, j);
     Profile profile = calibrate({reference.name, &reference_deviation}, named, inner);
     profile.arm = arm;
     profile.calibration["arm_model"] = {
@@ -690,6 +692,16 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     }
     if (options.arm) return calibrate_on_arm_deviation(reference, nominal, options);
     const Recording& ref_rec = *reference.recording;
+    if (!options.removed_coulomb.empty() && options.removed_coulomb.size() != ref_rec.joints()) {
+        throw std::invalid_argument(fmt::format("removed dry friction has {} values; expected one per joint of {} ({})",
+                                                options.removed_coulomb.size(), reference.name, ref_rec.joints()));
+    }
+    for (std::size_t j = 0; j < options.removed_coulomb.size(); ++j) {
+        if (!(options.removed_coulomb[j] >= 0) || !std::isfinite(options.removed_coulomb[j])) {
+            throw std::invalid_argument(
+                fmt::format("joint {}: removed dry friction is {}; expected a finite value >= 0", j + 1, options.removed_coulomb[j]));
+        }
+    }
     for (const auto& nom : nominal) check_compatible(reference, nom);
 
     Profile profile;
@@ -855,6 +867,12 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                 sources.push_back(std::move(src));
             }
             profile.speed = fit_speed_model(model, profile.reference, profile.signal, profile.unit, sources, options.gravity);
+            if (!options.removed_coulomb.empty()) {
+                // The still-joint band is the whole dry friction: what the speed model finds on
+                // these recordings and what was taken off them before (the arm model's).
+                for (std::size_t j = 0; j < profile.joints; ++j) profile.speed->coulomb[j] += options.removed_coulomb[j];
+                profile.speed->derivation["coulomb_removed_before"] = options.removed_coulomb;
+            }
             speed_note = "fitted";
             run_pass();
             // What "the recorded speed" means for the still-joint friction band: the speed

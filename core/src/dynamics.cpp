@@ -729,6 +729,13 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     return arm;
 }
 
+double arm_coulomb(const ArmDynamics& arm, std::size_t joint) {
+    const std::size_t n = arm.model.dof();
+    const auto column = static_cast<Eigen::Index>(kLinkParameters * n + kJointParameters * joint + 2);
+    if (joint >= arm.parameters.size() || column >= arm.parameters[joint].size()) return 0.0;
+    return std::max(0.0, arm.parameters[joint](column));
+}
+
 namespace {
 
 void check_causal_estimator(std::size_t samples, std::size_t order) {

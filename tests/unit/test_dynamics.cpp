@@ -348,11 +348,33 @@ TEST_CASE("a profile with an arm model judges the deviation from it, exactly as 
     const Recording reference_deviation = causal_arm_deviation(*opt.arm, test::reference_recording());
     const Recording nominal_deviation = causal_arm_deviation(*opt.arm, test::long_nominal_recording());
     const NamedRecording nominal_dev[] = {{"nominal14.csv", &nominal_deviation}};
-    const Profile on_deviation = calibrate({"reference.csv", &reference_deviation}, nominal_dev, planar_options(true));
+    // The arm model took its dry friction off the recordings; the still-joint band must still
+    // span all of it, so that calibration is told what was removed.
+    CalibrationOptions deviation_options = planar_options(true);
+    for (std::size_t j = 0; j < with_arm.joints; ++j) deviation_options.removed_coulomb.push_back(arm_coulomb(*opt.arm, j));
+    const Profile on_deviation = calibrate({"reference.csv", &reference_deviation}, nominal_dev, deviation_options);
     CHECK_FALSE(on_deviation.arm.has_value());
     CHECK(with_arm.reference.tau == on_deviation.reference.tau);
     CHECK(with_arm.phase->rule1 == on_deviation.phase->rule1);
     CHECK(with_arm.phase->margin == on_deviation.phase->margin);
+    REQUIRE(with_arm.speed.has_value());
+    CHECK(with_arm.speed->coulomb == on_deviation.speed->coulomb);
+    // The band is the speed model's own term on the deviation plus the arm model's, which is
+    // the planar arm's real dry friction within 20 % (planar_arm_model is fitted on its dry runs).
+    const Profile told_nothing = calibrate({"reference.csv", &reference_deviation}, nominal_dev, planar_options(true));
+    const auto links = planar_arm::default_arm().links;
+    for (std::size_t j = 0; j < with_arm.joints; ++j) {
+        INFO("joint " << j + 1 << ": band " << with_arm.speed->coulomb[j] << ", speed model alone " << told_nothing.speed->coulomb[j]
+                      << ", arm model " << arm_coulomb(*opt.arm, j) << ", simulated " << links[j].coulomb);
+        CHECK(with_arm.speed->coulomb[j] == Approx(told_nothing.speed->coulomb[j] + arm_coulomb(*opt.arm, j)));
+        CHECK(arm_coulomb(*opt.arm, j) == Approx(links[j].coulomb).epsilon(0.2));
+    }
+    CalibrationOptions bad = planar_options(true);
+    bad.removed_coulomb = {0.1};
+    CHECK_THROWS_WITH(calibrate({"reference.csv", &reference_deviation}, nominal_dev, bad),
+                      Catch::Contains("1 values") && Catch::Contains("reference.csv"));
+    bad.removed_coulomb = {0.1, -0.2, 0.1};
+    CHECK_THROWS_WITH(calibrate({"reference.csv", &reference_deviation}, nominal_dev, bad), Catch::Contains("joint 2") && Catch::Contains("-0.2"));
     // The reference no longer carries the arm's gravity torque: a fraction of the signal is left.
     for (std::size_t j = 0; j < with_arm.joints; ++j) {
         std::vector<double> raw(test::reference_recording().tau[j].begin() + static_cast<std::ptrdiff_t>(with_arm.reference.first_sample),

@@ -88,6 +88,12 @@ struct CalibrationOptions {
     // transform the samples it receives (causal_arm_deviation) before anything is measured on them,
     // and the profile carries the arm model for the detector.
     std::optional<ArmDynamics> arm;
+    // Dry friction per joint the recordings already have taken off, signal units (empty: none).
+    // Calibrating with `arm` sets it to the arm model's Coulomb terms (arm_coulomb) for the
+    // calibration of the transformed recordings: the speed model fitted on the deviation finds
+    // little dry friction left, yet a still joint's friction may still hold anything within +- the
+    // whole of it, so the still-joint band (SpeedModel::coulomb) is the speed model's term plus this.
+    std::vector<double> removed_coulomb;
 };
 
 struct NamedRecording {

@@ -186,6 +186,11 @@ struct ArmDynamics {
     nlohmann::json derivation = nlohmann::json::object();
 };
 
+// The arm model's fitted Coulomb (dry) friction of `joint`, in its signal units, >= 0 (a negative
+// fit, which is not physical, counts as none). The arm deviation has it taken off already, smoothly
+// (kCoulombSmoothing): while the joint stands still its friction may hold anything within +- this.
+double arm_coulomb(const ArmDynamics& arm, std::size_t joint);
+
 // Throws std::invalid_argument when a run does not fit the model (joint count), its signal is not a
 // signed torque, the runs' units differ, or there are fewer samples than parameters.
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs,
