@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -231,10 +232,12 @@ void run_evaluate(const EvaluateArgs& a) {
     }
     std::unique_ptr<Detector> detector;
     std::unique_ptr<EnvelopeChecker> checker;
+    std::optional<Profile> profile;
     std::size_t joints = 0;
     std::size_t window = 1;
     if (!a.profile.empty()) {
-        detector = std::make_unique<Detector>(load_profile(a.profile));
+        profile = load_profile(a.profile);
+        detector = std::make_unique<Detector>(*profile);
         joints = detector->joints();
         window = detector->window_length();
     } else {
@@ -267,7 +270,11 @@ void run_evaluate(const EvaluateArgs& a) {
         std::vector<Decision> decisions;
         decisions.reserve(rec.size());
         std::vector<double> tau(joints), q(joints);
-        if (detector) detector->reset();
+        // Every recording is a run of its own: a fresh detector, so that nothing one run taught
+        // it (the friction drift it learned, which the daemon rightly keeps across reconnects of
+        // the same robot) carries into the next (a run with friction drift +30 % before a nominal
+        // one left the planar arm's nominal run with 100 false stops instead of 0).
+        if (detector) detector = std::make_unique<Detector>(*profile);
         if (checker) checker->reset();
         for (std::size_t i = 0; i < rec.size(); ++i) {
             const Sample s = rec.sample(i, tau, q);

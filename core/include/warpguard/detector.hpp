@@ -85,7 +85,9 @@ public:
 
     Decision update(const Sample& sample);
     // Starts a new stream: the next sample fills the whole window with copies of itself, and no
-    // rule is applied until `window` real samples have come in (warming_up()).
+    // rule is applied until `window` real samples have come in (warming_up()). What the detector
+    // learned of the robot, the friction drift (friction_drift()), is kept: the same robot after a
+    // reconnect, a hold or a resume. Another robot or an unrelated recording needs a new Detector.
     void reset();
     bool warming_up() const { return updates_ < profile_.window; }
 
