@@ -591,8 +591,13 @@ Decision Detector::update(const Sample& sample) {
         // too. So it is while no joint has moved since the stream began: the partner was then
         // chosen from a few joints' own matches of a window of rest, and a torque the friction
         // holds can lead them all elsewhere (planar arm, 1.6 F held on joint 1 at home: the
-        // partner sat in a move for 70 samples and another joint stopped the robot).
-        if (robot_moving || !stream_moved) consider_kinematic_nearest();
+        // partner sat in a move for 70 samples and another joint stopped the robot). So it is,
+        // too, while some joint starts to leave rest: a pose the task passes more than once in a
+        // cycle is left in another direction each time, which the velocities tell and the signals
+        // may not (VP-6242-like at 70 % on the arm deviation: joint 2 paused at 0.3 rad and went
+        // on down, the partner stayed at the visit where it goes back up, 3 false stops in 50
+        // cycles; 0 with the candidate).
+        if (robot_moving || robot_starting || !stream_moved) consider_kinematic_nearest();
         // The program grasped or released earlier than the partner shows (or later): the nearest
         // reference samples on either side where the reference's carrying state is the sample's.
         // The robot moves where the reference still stands: a standstill's length varies from
@@ -700,7 +705,12 @@ Decision Detector::update(const Sample& sample) {
             const double r0 = excess / base;
             const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
-            cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
+            // The accumulated rule counts a sample's ratio up to the margin: beyond it the ratio
+            // rule judges, and one outlying sample (a partner wrong for a sample, where the
+            // threshold is small) is not the slow evidence this rule is for (UR5e-like contact task
+            // on the arm deviation: one sample at 18 times the base made a CUSUM of 17.7, and the
+            // split-half maxima 54 and 60 set its limit at 125).
+            cusum_[j] = std::max(0.0, cusum_[j] + std::min(r0, ph.margin) - ph.cusum_reference);
             ev.cusum = cusum_[j];
             if (!window_full) {  // nothing is judged or learned from a padded window
                 over_[j] = 0;
