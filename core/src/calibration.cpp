@@ -386,44 +386,36 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.cusum_reference = options.cusum_reference;
     std::vector<double> cycle_max(cycles, 0.0), cycle_cusum(cycles, 0.0);
     const std::vector<std::uint8_t> halves = calibration_halves(cycles);
-    // The CUSUM counts a sample's ratio up to `cap` (the margin, once known: Detector, the
-    // accumulated rule), so the maxima are taken twice: the ratios first, for the margin.
-    const auto measure = [&](double cap) {
-        std::fill(cycle_max.begin(), cycle_max.end(), 0.0);
-        std::fill(cycle_cusum.begin(), cycle_cusum.end(), 0.0);
-        for (int half = 0; half < 2; ++half) {
-            for (std::size_t j = 0; j < joints; ++j) {
-                const auto th = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, half, floors[j]);
-                std::vector<double> recent(s.persistence, 0.0);
-                std::size_t filled = 0;
-                double cusum = 0;
-                std::uint32_t current = kNoCycle;
-                for (std::size_t k = 0; k < observed[j].size(); ++k) {
-                    const std::uint32_t c = cycle_of[k];
-                    if (c == kNoCycle || halves[c] == half) {
-                        filled = 0;
-                        cusum = 0;
-                        continue;
-                    }
-                    if (c != current) filled = 0, cusum = 0, current = c;
-                    const double r = std::abs(observed[j][k].deviation) / th[observed[j][k].partner];
-                    recent[filled % s.persistence] = r;
-                    ++filled;
-                    if (filled >= s.persistence) {
-                        cycle_max[c] = std::max(cycle_max[c], *std::min_element(recent.begin(), recent.end()));
-                    }
-                    cusum = std::max(0.0, cusum + std::min(r, cap) - s.cusum_reference);
-                    cycle_cusum[c] = std::max(cycle_cusum[c], cusum);
+    for (int half = 0; half < 2; ++half) {
+        for (std::size_t j = 0; j < joints; ++j) {
+            const auto th = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, half, floors[j]);
+            std::vector<double> recent(s.persistence, 0.0);
+            std::size_t filled = 0;
+            double cusum = 0;
+            std::uint32_t current = kNoCycle;
+            for (std::size_t k = 0; k < observed[j].size(); ++k) {
+                const std::uint32_t c = cycle_of[k];
+                if (c == kNoCycle || halves[c] == half) {
+                    filled = 0;
+                    cusum = 0;
+                    continue;
                 }
+                if (c != current) filled = 0, cusum = 0, current = c;
+                const double r = std::abs(observed[j][k].deviation) / th[observed[j][k].partner];
+                recent[filled % s.persistence] = r;
+                ++filled;
+                if (filled >= s.persistence) {
+                    cycle_max[c] = std::max(cycle_max[c], *std::min_element(recent.begin(), recent.end()));
+                }
+                cusum = std::max(0.0, cusum + r - s.cusum_reference);
+                cycle_cusum[c] = std::max(cycle_cusum[c], cusum);
             }
         }
-    };
+    }
     // Each rule gets half of the false-stop budget.
-    measure(std::numeric_limits<double>::infinity());
     const ExtremeFit ratio_fit = fit_cycle_maxima(cycle_max, 2 * options.target_cycles_per_false_stop);
-    s.margin = ratio_fit.limit(1.0);
-    measure(s.margin);
     const ExtremeFit cusum_fit = fit_cycle_maxima(cycle_cusum, 2 * options.target_cycles_per_false_stop);
+    s.margin = ratio_fit.limit(1.0);
     s.cusum_limit = options.cusum_reference > 0 ? cusum_fit.limit(1e-9) : 0.0;
 
     s.rule1.resize(joints);

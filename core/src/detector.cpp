@@ -705,12 +705,11 @@ Decision Detector::update(const Sample& sample) {
             const double r0 = excess / base;
             const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
-            // The accumulated rule counts a sample's ratio up to the margin: beyond it the ratio
-            // rule judges, and one outlying sample (a partner wrong for a sample, where the
-            // threshold is small) is not the slow evidence this rule is for (UR5e-like contact task
-            // on the arm deviation: one sample at 18 times the base made a CUSUM of 17.7, and the
-            // split-half maxima 54 and 60 set its limit at 125).
-            cusum_[j] = std::max(0.0, cusum_[j] + std::min(r0, ph.margin) - ph.cusum_reference);
+            // (Uncapped: a single sample far over the margin fires the accumulated rule at once, a
+            // sample before the ratio rule's persistence does. Capping each sample's ratio at the
+            // margin, tried 2026-11-26, cost the VP-6242-like 4 ms of median delay and made one
+            // false stop each on the UR5e-like and VP-6242-like nominal runs: detection.md.)
+            cusum_[j] = std::max(0.0, cusum_[j] + r0 - ph.cusum_reference);
             ev.cusum = cusum_[j];
             if (!window_full) {  // nothing is judged or learned from a padded window
                 over_[j] = 0;

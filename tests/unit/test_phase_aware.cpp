@@ -186,38 +186,3 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
     CHECK(before > n_ref - 60);  // the stream joined in the reference's last standstill
     CHECK(largest_ratio < 1.0);
 }
-
-TEST_CASE("one outlying sample does not make the accumulated rule fire; a held offset still does", "[phase-aware]") {
-    // A sample far off for one sample only (a reading glitch, a partner wrong for one sample) is
-    // the ratio rule's to judge, which wants `persistence` samples over; the CUSUM counts each
-    // sample's ratio only up to the margin, so it cannot fire on its own either.
-    const Profile& p = test::phase_profile();
-    REQUIRE(p.phase->persistence >= 2);
-    REQUIRE(p.phase->cusum_limit > 0);
-    RunOptions opt;
-    opt.cycles = 3;
-    opt.seed = 94;  // not a calibration seed
-    const Recording clean = simulate(default_arm(), default_task(), opt);
-    REQUIRE(stop_events(run(p, clean)) == 0);
-    const std::size_t at = clean.size() / 2;
-    const std::size_t partner = [&] {  // where the detector places that sample
-        Detector d(p);
-        std::vector<double> tau(clean.joints()), q(clean.joints());
-        for (std::size_t i = 0; i <= at; ++i) d.update(clean.sample(i, tau, q));
-        return d.evaluations()[1].shared.partner;
-    }();
-    // One sample of joint 2 at the calibrated limit's worth of base thresholds past the margin
-    // (the CUSUM would reach the limit from it alone), uncapped:
-    const double base = p.phase->rule1[1][partner] / p.phase->margin;
-    Recording glitch = clean;
-    glitch.tau[1][at] += (p.phase->cusum_limit + 2.0 * p.phase->margin) * base;
-    const auto decisions = run(p, glitch);
-    INFO("base threshold " << base << ", margin " << p.phase->margin << ", CUSUM limit " << p.phase->cusum_limit);
-    CHECK(stop_events(decisions) == 0);
-    // The same offset held for 30 samples is stopped.
-    Recording held = clean;
-    for (std::size_t i = at; i < at + 30; ++i) held.tau[1][i] += (p.phase->cusum_limit + 2.0 * p.phase->margin) * base;
-    const auto held_decisions = run(p, held);
-    CHECK(std::any_of(held_decisions.begin() + static_cast<std::ptrdiff_t>(at), held_decisions.begin() + static_cast<std::ptrdiff_t>(at + 30),
-                      [](const Decision& d) { return d.stop(); }));
-}

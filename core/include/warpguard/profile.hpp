@@ -39,7 +39,7 @@ struct PhaseAwareSettings {
     double margin = 1.0;            // threshold = margin x pooled nominal maximum
     double drift_rate = 0.0;        // per-sample forgetting of the friction-drift model (0: no drift tracking)
     double cusum_reference = 0.5;   // ratio (deviation / pooled maximum) that starts to accumulate
-    double cusum_limit = 0.0;       // accumulated ratio (each sample counted up to the margin) that means STOP (0: no CUSUM rule)
+    double cusum_limit = 0.0;       // accumulated ratio that means STOP (0: no CUSUM rule)
     std::vector<std::vector<double>> rule1;  // [joint][reference sample] threshold on |deviation - drift|
     // [joint] the largest |Coulomb change| the friction-drift model learned on the calibration
     // recordings (nominal operation); one over twice it in operation means the friction has changed.
