@@ -730,8 +730,7 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
 }
 
 double arm_coulomb(const ArmDynamics& arm, std::size_t joint) {
-    const std::size_t n = arm.model.dof();
-    const auto column = static_cast<Eigen::Index>(kLinkParameters * n + kJointParameters * joint + 2);
+    const auto column = static_cast<Eigen::Index>(joint_parameter_column(arm.model.dof(), joint, 2));
     if (joint >= arm.parameters.size() || column >= arm.parameters[joint].size()) return 0.0;
     return std::max(0.0, arm.parameters[joint](column));
 }

@@ -50,6 +50,12 @@ inline constexpr std::size_t kJointParameters = 4;
 // Smooth sign of the Coulomb column: qd / (|qd| + this), rad/s (about an encoder's velocity floor).
 inline constexpr double kCoulombSmoothing = 0.01;
 
+// Column of joint j's (0-based) parameter p (0 armature, 1 viscous, 2 Coulomb, 3 offset) in the
+// regressor of a `dof`-joint arm: after the links' parameters.
+constexpr std::size_t joint_parameter_column(std::size_t dof, std::size_t j, std::size_t p) {
+    return kLinkParameters * dof + kJointParameters * j + p;
+}
+
 class DynamicsRegressor {
 public:
     // `gravity` in the model's base frame: the default assumes an upright robot (base z up).
@@ -60,7 +66,7 @@ public:
     // Column of link k's (0-based) parameter p, and of joint j's parameter p (0 armature,
     // 1 viscous, 2 Coulomb, 3 offset).
     std::size_t link_column(std::size_t k, std::size_t p) const { return kLinkParameters * k + p; }
-    std::size_t joint_column(std::size_t j, std::size_t p) const { return kLinkParameters * dof() + kJointParameters * j + p; }
+    std::size_t joint_column(std::size_t j, std::size_t p) const { return joint_parameter_column(dof(), j, p); }
 
     // y (dof x columns) = Y(q, qd, qdd); with `gravity` false the gravity columns are left out (the
     // motion-dependent part alone). Does not allocate.
