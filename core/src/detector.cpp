@@ -50,6 +50,25 @@ std::vector<std::vector<double>> scaled_reference(const Profile& p) {
 
 }  // namespace
 
+std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, std::array<double, 2> free,
+                                       double coulomb_limit, double viscous_limit) {
+    if (std::abs(free[0]) <= coulomb_limit && std::abs(free[1]) <= viscous_limit) return free;
+    // The objective is convex: its minimum over the box lies on an edge, and on each edge it is
+    // the edge's own one-dimensional minimum clamped to the edge.
+    const auto cost = [&](double c, double v) { return r00 * c * c + 2 * r01 * c * v + r11 * v * v - 2 * (b0 * c + b1 * v); };
+    std::array<double, 2> best = free;
+    double best_cost = INFINITY;
+    for (const double side : {-1.0, 1.0}) {
+        const double c = side * coulomb_limit;
+        const double v = std::clamp((b1 - r01 * c) / r11, -viscous_limit, viscous_limit);
+        if (const double f = cost(c, v); f < best_cost) best_cost = f, best = {c, v};
+        const double v2 = side * viscous_limit;
+        const double c2 = std::clamp((b0 - r01 * v2) / r00, -coulomb_limit, coulomb_limit);
+        if (const double f = cost(c2, v2); f < best_cost) best_cost = f, best = {c2, v2};
+    }
+    return best;
+}
+
 Detector::Detector(Profile profile, MatcherKind matcher)
     : profile_((profile.validate(), std::move(profile))),
       references_(scaled_reference(profile_)),
@@ -169,6 +188,10 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                     friction_band_[j][s] /= lever[j];
                 }
             }
+        }
+        friction_limit_.assign(profile_.joints, 0.0);
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            for (double band : friction_band_[j]) friction_limit_[j] = std::max(friction_limit_[j], 0.5 * band);
         }
         // "Clearly moving": 10 % of the 95th percentile of the reference's summed squared joint
         // velocities (the brisk part of the task).
@@ -740,8 +763,11 @@ Decision Detector::update(const Sample& sample) {
                 const double r00 = a[0] + prior, r11 = a[2] + prior * velocity_scale_[j] * velocity_scale_[j];
                 const double det = r00 * r11 - a[1] * a[1];
                 if (det > 0) {
-                    friction_[j][0] = (r11 * a[3] - a[1] * a[4]) / det;
-                    friction_[j][1] = (r00 * a[4] - a[1] * a[3]) / det;
+                    friction_[j] = {(r11 * a[3] - a[1] * a[4]) / det, (r00 * a[4] - a[1] * a[3]) / det};
+                    if (!friction_limit_.empty() && friction_limit_[j] > 0) {
+                        friction_[j] = bounded_friction(r00, a[1], r11, a[3], a[4], friction_[j], friction_limit_[j],
+                                                        friction_limit_[j] / velocity_scale_[j]);
+                    }
                 }
             }
         }

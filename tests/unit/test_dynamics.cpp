@@ -251,6 +251,60 @@ TEST_CASE("friction that changed beyond what calibration learned opens a moved j
     CHECK(profile_from_json(j).phase->drift_coulomb_nominal.empty());
 }
 
+TEST_CASE("the friction-drift model's bounded fit is the box's least-squares minimum", "[dynamics][friction]") {
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    for (int trial = 0; trial < 200; ++trial) {
+        // A positive definite R (nearly collinear in some trials, as a joint at one steady speed gives).
+        const double r00 = 0.1 + std::abs(u(rng)) * 5, r11 = 0.1 + std::abs(u(rng)) * 5;
+        const double r01 = u(rng) * 0.999 * std::sqrt(r00 * r11);
+        const double b0 = 4 * u(rng), b1 = 4 * u(rng);
+        const double det = r00 * r11 - r01 * r01;
+        const std::array<double, 2> free{(r11 * b0 - r01 * b1) / det, (r00 * b1 - r01 * b0) / det};
+        const double lc = 0.05 + std::abs(u(rng)), lv = 0.05 + std::abs(u(rng));
+        const auto cost = [&](double c, double v) { return r00 * c * c + 2 * r01 * c * v + r11 * v * v - 2 * (b0 * c + b1 * v); };
+        const auto x = bounded_friction(r00, r01, r11, b0, b1, free, lc, lv);
+        INFO("trial " << trial << ": free (" << free[0] << ", " << free[1] << "), bounded (" << x[0] << ", " << x[1] << ")");
+        CHECK(std::abs(x[0]) <= lc * (1 + 1e-12));
+        CHECK(std::abs(x[1]) <= lv * (1 + 1e-12));
+        // No point of a fine grid over the box is better.
+        double grid = INFINITY;
+        for (int i = 0; i <= 400; ++i) {
+            for (int k = 0; k <= 400; ++k) grid = std::min(grid, cost(lc * (i / 200.0 - 1), lv * (k / 200.0 - 1)));
+        }
+        CHECK(cost(x[0], x[1]) <= grid + 1e-12);
+        if (std::abs(free[0]) <= lc && std::abs(free[1]) <= lv) CHECK((x[0] == free[0] && x[1] == free[1]));
+    }
+}
+
+TEST_CASE("the friction-drift model learns at most the joint's fitted dry friction", "[dynamics][friction]") {
+    // Friction growing to 4 times its value over 40 cycles: far beyond any warm-up, the way a
+    // steady press the guard lets through looks to the model. The Coulomb term stays within the
+    // fitted dry friction of each joint (the friction at most doubled), and reaches it.
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile profile = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(profile.speed.has_value());
+    planar_arm::RunOptions opt;
+    opt.cycles = 40;
+    opt.seed = 91;
+    opt.friction_drift = 3.0;
+    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    Detector detector(profile);
+    std::vector<double> tau(rec.joints()), q(rec.joints()), largest(rec.joints(), 0.0);
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        detector.update(rec.sample(i, tau, q));
+        for (std::size_t j = 0; j < rec.joints(); ++j) largest[j] = std::max(largest[j], std::abs(detector.friction_drift(j)[0]));
+    }
+    bool reached = false;
+    for (std::size_t j = 0; j < rec.joints(); ++j) {
+        const double limit = profile.speed->coulomb[j];
+        INFO("joint " << j + 1 << ": largest learned Coulomb term " << largest[j] << ", fitted dry friction " << limit);
+        CHECK(largest[j] <= limit * (1 + 1e-9));
+        reached = reached || largest[j] > 0.99 * limit;
+    }
+    CHECK(reached);
+}
+
 namespace {
 
 // The planar arm's own dynamics, fitted on a dry run of its task (8 cycles, a seed no other test uses).

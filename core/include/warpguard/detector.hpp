@@ -77,6 +77,12 @@ struct JointEvaluation {
 
 enum class MatcherKind { Streaming, Published };
 
+// The friction-drift model's bounded fit: the (Coulomb, viscous) pair minimising
+// x' R x - 2 b' x, R = [[r00, r01], [r01, r11]] positive definite, within |Coulomb| <= coulomb_limit and
+// |viscous| <= viscous_limit; `free` is the unbounded minimum R^-1 b (returned when inside).
+std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, std::array<double, 2> free,
+                                       double coulomb_limit, double viscous_limit);
+
 class Detector {
 public:
     // Validates the profile (std::invalid_argument); for KA-mDTW also refuses a reference with a
@@ -201,6 +207,13 @@ private:
     std::vector<std::array<double, 2>> friction_;
     std::vector<std::array<double, 5>> friction_normal_;  // EW sums: x0x0, x0x1, x1x1, x0y, x1y
     std::vector<double> velocity_scale_;
+    // The most the friction-drift model may learn per joint, in matched units: its Coulomb term
+    // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
+    // double, or vanish), its viscous term within +- that much at the joint's typical speed
+    // (velocity_scale_). 0: no speed model, no bound. Without it, a task that presses steadily
+    // (the UR5e-like's screwing on the arm deviation) taught joint 6 a Coulomb term of 58 and a
+    // viscous term of -79 that cancel at the screwing speed and are 40-50 Nm off at any other.
+    std::vector<double> friction_limit_;
     bool has_shared_ = false;
     // Speed model (profile.speed, scaled like the reference for KA-mDTW), the reference's joint
     // velocities, and the running speed-ratio estimate: an average of the ratio of the observed to
