@@ -444,6 +444,18 @@ public:
         sensitivity_->setPageStep(1);
         rate_ = new QLabel(this);
         rate_->setObjectName("expectedRate");
+        // The task's recording (the latest by default) and, optionally, a dry run of the task: the
+        // same program with no part and nothing to press, recorded on the previous page. With one,
+        // the arm model is fitted on it and the profile matches what the arm's own dynamics do not
+        // explain (docs/identification.md, "The deviation in the detector").
+        recording_ = new QComboBox(this);
+        recording_->setObjectName("taskRecording");
+        dry_run_ = new QComboBox(this);
+        dry_run_->setObjectName("dryRun");
+        dry_run_->setToolTip(tr("A dry run is the task's program run with no part and nothing to press. With one, the detector "
+                                "matches the deviation from the arm's own dynamics: on pick-and-place tasks it stops sooner."));
+        form->addRow(tr("&Task recording:"), recording_);
+        form->addRow(tr("&Dry run (optional):"), dry_run_);
         form->addRow(tr("&Reference cycles:"), refs_);
         form->addRow(tr("&Sensitivity (left: more sensitive):"), sensitivity_);
         form->addRow(tr("Expected false stops:"), rate_);
@@ -467,8 +479,17 @@ public:
         show_rate();
         connect(sensitivity_, &QSlider::valueChanged, this, show_rate);
         connect(go, &QPushButton::clicked, this, [this] {
-            say(tr("Calibrating on the latest recording …"));
-            QJsonObject request{{"cmd", "calibrate"}, {"robot", robot()}, {"target_cycles", target()}, {"activate", true}};
+            const qint64 task = recording_->currentData().toLongLong(), dry = dry_run_->currentData().toLongLong();
+            if (task == 0) return say(tr("There is no committed recording to calibrate on: go back and record the task."), true);
+            if (dry == task) {
+                return say(tr("Recording %1 is chosen as both the task and its dry run. The dry run is another recording: the same "
+                              "program with no part and nothing to press. Choose it, or \"none\".")
+                               .arg(task),
+                           true);
+            }
+            say(dry ? tr("Calibrating on recording %1 with dry run %2 …").arg(task).arg(dry) : tr("Calibrating on recording %1 …").arg(task));
+            QJsonObject request{{"cmd", "calibrate"}, {"robot", robot()}, {"recording", task}, {"target_cycles", target()}, {"activate", true}};
+            if (dry) request["dry_run"] = dry;
             if (refs_->value() > 0) request["reference_cycles"] = refs_->value();
             link()->request(request,
                             [this](const QJsonObject& a, const QString& error) {
@@ -477,6 +498,22 @@ public:
                                 say(tr("Profile %1 is active (mode idle until the next steps).").arg(a.value("profile").toInteger()));
                                 setDone(true);
                             });
+        });
+    }
+    void initializePage() override {
+        link()->request({{"cmd", "recordings"}, {"robot", robot()}}, [this](const QJsonObject& a, const QString& error) {
+            if (!error.isEmpty()) return say(error, true);
+            recording_->clear();
+            dry_run_->clear();
+            dry_run_->addItem(tr("none: match the signal as recorded"), qint64(0));
+            const QJsonArray all = a.value("recordings").toArray();
+            for (qsizetype i = all.size(); i-- > 0;) {  // newest first: the task's recording is usually the latest
+                const QJsonObject r = all.at(i).toObject();
+                const QString text = tr("recording %1: %2 complete cycles, %3").arg(r.value("id").toInteger()).arg(r.value("cycles").toInt())
+                                         .arg(r.value("started").toString());
+                recording_->addItem(text, r.value("id").toInteger());
+                dry_run_->addItem(text, r.value("id").toInteger());
+            }
         });
     }
     double target() const { return std::pow(10.0, 2.0 + sensitivity_->value() * 0.5); }
@@ -508,6 +545,13 @@ public:
                                  .arg(d.value("cycle_max_largest").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("cusum_limit").toDouble(), 0, 'f', 3)
                                  .arg(phase.value("persistence").toInt()));
+        // What is matched: the signal as recorded, or its deviation from the arm model of a dry run.
+        const QJsonObject arm = s.value("arm_model").toObject();
+        derivation_->setText(derivation_->text() +
+                             (arm.isEmpty() ? tr(" Matched signal: as recorded.")
+                                            : tr(" Matched signal: the deviation from the arm model fitted on dry run %1 (%2 samples).")
+                                                  .arg(arm.value("dry_run").toInteger())
+                                                  .arg(arm.value("samples").toInt())));
         // The reference: how many cycles, and whether it has every variant of the task.
         const QJsonObject coverage = s.value("reference_coverage").toObject();
         if (!coverage.isEmpty()) {
@@ -531,6 +575,7 @@ public:
     }
 
 private:
+    QComboBox *recording_, *dry_run_;
     QSpinBox* refs_;
     QSlider* sensitivity_;
     QLabel *rate_, *derivation_;

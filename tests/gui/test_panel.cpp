@@ -220,8 +220,24 @@ private slots:
         w->findChild<QSlider*>("sensitivity")->setValue(4);
         QVERIFY(rate->text().contains("10,000"));
         w->findChild<QSlider*>("sensitivity")->setValue(2);
+        // The task's recording is the one just kept; a dry run is optional ("none" first), and the
+        // same recording as both is refused by the panel before anything is sent.
+        auto* task = w->findChild<QComboBox*>("taskRecording");
+        auto* dry = w->findChild<QComboBox*>("dryRun");
+        QTRY_COMPARE_WITH_TIMEOUT(task->count(), 1, 5000);
+        QCOMPARE(dry->count(), 2);
+        QCOMPARE(dry->currentData().toLongLong(), 0);
+        QVERIFY(task->currentText().contains("complete cycles"));
+        dry->setCurrentIndex(1);
+        QCOMPARE(dry->currentData().toLongLong(), task->currentData().toLongLong());
+        QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
+        QVERIFY2(message(w).contains("both the task and its dry run"), qPrintable(message(w)));
+        QVERIFY(!w->currentPage()->isComplete());
+        dry->setCurrentIndex(0);
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
         QVERIFY2(complete(w, 60000), qPrintable(message(w)));
+        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("Matched signal: as recorded"),
+                 qPrintable(w->findChild<QLabel*>("derivation")->text()));
         QCOMPARE(w->findChild<QTableWidget*>("thresholdTable")->rowCount(), 6);
         QVERIFY(w->findChild<QLabel*>("derivation")->text().contains("margin"));
         // The reference cycles were left to calibration: it says how many cover every place of the task.
