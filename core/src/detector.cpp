@@ -116,8 +116,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         angle_scale_[j] = std::max(step, 1e-4);
     }
-    // Velocity scale per joint: the reference's median speed while moving, for the ridge of the
-    // friction model (so that both terms are regularised alike).
+    // Velocity scale per joint: the reference's median speed over all its samples, rests included
+    // (so at most its median speed while moving), for the ridge of the friction model (so that
+    // both terms are regularised alike) and the bound on its viscous term (friction_limit_).
     for (std::size_t j = 0; j < profile_.joints; ++j) {
         const auto& qr = profile_.reference.q[j];
         const auto& t = profile_.reference.t;

@@ -210,7 +210,8 @@ private:
     // The most the friction-drift model may learn per joint, in matched units: its Coulomb term
     // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
     // double, or vanish), its viscous term within +- that much at the joint's typical speed
-    // (velocity_scale_). 0: no speed model, no bound. Without it, a task that presses steadily
+    // (velocity_scale_: the median over all the reference's samples, so for a joint that rests
+    // through most of the task this bound is loose). 0: no speed model, no bound. Without it, a task that presses steadily
     // (the UR5e-like's screwing on the arm deviation) taught joint 6 a Coulomb term of 58 and a
     // viscous term of -79 that cancel at the screwing speed and are 40-50 Nm off at any other.
     std::vector<double> friction_limit_;
