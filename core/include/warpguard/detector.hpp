@@ -211,9 +211,10 @@ private:
     // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
     // double, or vanish), its viscous term within +- that much at the joint's typical speed
     // (velocity_scale_: the median over all the reference's samples, so for a joint that rests
-    // through most of the task this bound is loose). 0: no speed model, no bound. Without it, a task that presses steadily
-    // (the UR5e-like's screwing on the arm deviation) taught joint 6 a Coulomb term of 58 and a
-    // viscous term of -79 that cancel at the screwing speed and are 40-50 Nm off at any other.
+    // through most of the task this bound is loose). 0: no speed model, no bound. Without it, a
+    // task that presses steadily (the UR5e-like's screwing on the arm deviation) taught joint 6 a
+    // Coulomb term of 58 and a viscous term of -79 that cancel at the screwing speed and are
+    // 40-50 Nm off at any other.
     std::vector<double> friction_limit_;
     bool has_shared_ = false;
     // Speed model (profile.speed, scaled like the reference for KA-mDTW), the reference's joint
