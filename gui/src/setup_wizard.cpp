@@ -4,6 +4,7 @@
 #include <QButtonGroup>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDateTime>
 #include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -509,8 +510,11 @@ public:
             const QJsonArray all = a.value("recordings").toArray();
             for (qsizetype i = all.size(); i-- > 0;) {  // newest first: the task's recording is usually the latest
                 const QJsonObject r = all.at(i).toObject();
-                const QString text = tr("recording %1: %2 complete cycles, %3").arg(r.value("id").toInteger()).arg(r.value("cycles").toInt())
-                                         .arg(r.value("started").toString());
+                // When it started, in the panel's local time (the daemon stores UTC, ISO 8601).
+                const QDateTime started = QDateTime::fromString(r.value("started").toString(), Qt::ISODateWithMs);
+                const QString when = started.isValid() ? started.toLocalTime().toString("yyyy-MM-dd hh:mm") : r.value("started").toString();
+                const QString text =
+                    tr("recording %1: %2 complete cycles, started %3").arg(r.value("id").toInteger()).arg(r.value("cycles").toInt()).arg(when);
                 recording_->addItem(text, r.value("id").toInteger());
                 dry_run_->addItem(text, r.value("id").toInteger());
             }
