@@ -50,8 +50,10 @@ std::vector<std::vector<double>> scaled_reference(const Profile& p) {
 
 }  // namespace
 
-std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, std::array<double, 2> free,
-                                       double coulomb_limit, double viscous_limit) {
+std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, double coulomb_limit,
+                                       double viscous_limit) {
+    const double det = r00 * r11 - r01 * r01;
+    const std::array<double, 2> free{(r11 * b0 - r01 * b1) / det, (r00 * b1 - r01 * b0) / det};
     if (std::abs(free[0]) <= coulomb_limit && std::abs(free[1]) <= viscous_limit) return free;
     // The objective is convex: its minimum over the box lies on an edge, and on each edge it is
     // the edge's own one-dimensional minimum clamped to the edge.
@@ -88,6 +90,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       friction_(profile_.joints, {0.0, 0.0}),
       friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
       velocity_scale_(profile_.joints, 1.0),
+      friction_limit_(profile_.joints, INFINITY),
       rest_samples_(profile_.joints, 0),
       rest_offset_(profile_.joints, 0.0),
       moved_(profile_.joints, 0) {
@@ -190,9 +193,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                 }
             }
         }
-        friction_limit_.assign(profile_.joints, 0.0);
         for (std::size_t j = 0; j < profile_.joints; ++j) {
-            for (double band : friction_band_[j]) friction_limit_[j] = std::max(friction_limit_[j], 0.5 * band);
+            const double largest = 0.5 * *std::max_element(friction_band_[j].begin(), friction_band_[j].end());
+            if (largest > 0) friction_limit_[j] = largest;
         }
         // "Clearly moving": 10 % of the 95th percentile of the reference's summed squared joint
         // velocities (the brisk part of the task).
@@ -764,11 +767,7 @@ Decision Detector::update(const Sample& sample) {
                 const double r00 = a[0] + prior, r11 = a[2] + prior * velocity_scale_[j] * velocity_scale_[j];
                 const double det = r00 * r11 - a[1] * a[1];
                 if (det > 0) {
-                    friction_[j] = {(r11 * a[3] - a[1] * a[4]) / det, (r00 * a[4] - a[1] * a[3]) / det};
-                    if (!friction_limit_.empty() && friction_limit_[j] > 0) {
-                        friction_[j] = bounded_friction(r00, a[1], r11, a[3], a[4], friction_[j], friction_limit_[j],
-                                                        friction_limit_[j] / velocity_scale_[j]);
-                    }
+                    friction_[j] = bounded_friction(r00, a[1], r11, a[3], a[4], friction_limit_[j], friction_limit_[j] / velocity_scale_[j]);
                 }
             }
         }

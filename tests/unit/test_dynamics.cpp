@@ -263,7 +263,7 @@ TEST_CASE("the friction-drift model's bounded fit is the box's least-squares min
         const std::array<double, 2> free{(r11 * b0 - r01 * b1) / det, (r00 * b1 - r01 * b0) / det};
         const double lc = 0.05 + std::abs(u(rng)), lv = 0.05 + std::abs(u(rng));
         const auto cost = [&](double c, double v) { return r00 * c * c + 2 * r01 * c * v + r11 * v * v - 2 * (b0 * c + b1 * v); };
-        const auto x = bounded_friction(r00, r01, r11, b0, b1, free, lc, lv);
+        const auto x = bounded_friction(r00, r01, r11, b0, b1, lc, lv);
         INFO("trial " << trial << ": free (" << free[0] << ", " << free[1] << "), bounded (" << x[0] << ", " << x[1] << ")");
         CHECK(std::abs(x[0]) <= lc * (1 + 1e-12));
         CHECK(std::abs(x[1]) <= lv * (1 + 1e-12));

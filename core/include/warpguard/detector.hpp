@@ -79,9 +79,9 @@ enum class MatcherKind { Streaming, Published };
 
 // The friction-drift model's bounded fit: the (Coulomb, viscous) pair minimising
 // x' R x - 2 b' x, R = [[r00, r01], [r01, r11]] positive definite, within |Coulomb| <= coulomb_limit and
-// |viscous| <= viscous_limit; `free` is the unbounded minimum R^-1 b (returned when inside).
-std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, std::array<double, 2> free,
-                                       double coulomb_limit, double viscous_limit);
+// |viscous| <= viscous_limit (infinite limits: the unbounded minimum R^-1 b).
+std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, double coulomb_limit,
+                                       double viscous_limit);
 
 class Detector {
 public:
@@ -211,7 +211,8 @@ private:
     // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
     // double, or vanish), its viscous term within +- that much at the joint's typical speed
     // (velocity_scale_: the median over all the reference's samples, so for a joint that rests
-    // through most of the task this bound is loose). 0: no speed model, no bound. Without it, a
+    // through most of the task this bound is loose). Infinite (no bound) without a speed model or
+    // where the fitted dry friction is 0. Without it, a
     // task that presses steadily (the UR5e-like's screwing on the arm deviation) taught joint 6 a
     // Coulomb term of 58 and a viscous term of -79 that cancel at the screwing speed and are
     // 40-50 Nm off at any other.
