@@ -227,6 +227,13 @@ void run_identify_dynamics(const DynamicsArgs& a) {
                     j.at("signal_sd").get<double>(), j.at("explained").get<double>(), j.at("rank").get<int>(),
                     j.at("still").get<bool>() ? "  (does not move: no friction fitted)" : "");
     }
+    for (const auto& pair : arm.derivation.at("dependent_joints")) {
+        const auto joints = pair.at("joints");
+        std::printf("warning: joints %d and %d move together in every run (velocity correlation %.3f): the model cannot tell "
+                    "their inertias apart and will mispredict a motion of one without the other, such as a contact's jolt; "
+                    "add a run that moves them separately (docs/identification.md, excitation run)\n",
+                    joints[0].get<int>(), joints[1].get<int>(), pair.at("velocity_correlation").get<double>());
+    }
     const auto& chosen = arm.derivation.at("causal_derivatives").at("chosen");
     std::printf("in operation (no look-ahead): velocities and accelerations from a polynomial of order %zu over the newest %zu "
                 "samples; its deviation of the dry runs is %.3g x the offline one's (mean over joints)\n",
