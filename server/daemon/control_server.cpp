@@ -148,13 +148,29 @@ json calibrate_command(DaemonContext& c, const json& request) {
         if (model->dof() != session->joints()) {
             throw CommandError(fmt::format("the kinematic model has {} joints; robot '{}' has {}", model->dof(), session->id(), session->joints()));
         }
-        const Recording dry = read_recording(dry_meta->at("path").get<std::string>());
-        const Recording* runs[] = {&dry};
-        try {
-            options.arm = fit_arm_dynamics(*model, runs);
-        } catch (const std::invalid_argument& e) {
-            throw CommandError(fmt::format("dry run {}: {}", dry_id, e.what()));
+        std::vector<Recording> runs{read_recording(dry_meta->at("path").get<std::string>())};
+        // An excitation run (every joint moved alone) separates joints the task moves together.
+        const std::int64_t excitation_id = arg<std::int64_t>(request, "excitation", 0);
+        if (excitation_id != 0) {
+            const auto meta = c.store.recording(excitation_id);
+            if (!meta) throw CommandError(fmt::format("excitation run {}: recording {} does not exist", excitation_id, excitation_id));
+            if (meta->at("robot").get<std::string>() != session->id()) {
+                throw CommandError(fmt::format("excitation run {} belongs to robot '{}', not '{}'", excitation_id,
+                                               meta->at("robot").get<std::string>(), session->id()));
+            }
+            if (excitation_id == dry_id) throw CommandError(fmt::format("excitation run {} is the dry run itself; record a run that moves each joint alone", excitation_id));
+            runs.push_back(read_recording(meta->at("path").get<std::string>()));
         }
+        std::vector<const Recording*> pointers;
+        for (const auto& r : runs) pointers.push_back(&r);
+        try {
+            options.arm = fit_arm_dynamics(*model, pointers);
+        } catch (const std::invalid_argument& e) {
+            throw CommandError(excitation_id != 0 ? fmt::format("dry run {} with excitation run {}: {}", dry_id, excitation_id, e.what())
+                                                  : fmt::format("dry run {}: {}", dry_id, e.what()));
+        }
+    } else if (arg<std::int64_t>(request, "excitation", 0) != 0) {
+        throw CommandError("an excitation run is fitted with a dry run: give dry_run too");
     }
     std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
     if (recording_id == 0) {
@@ -232,6 +248,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
     if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
     if (profile.arm) {
         summary["arm_model"] = {{"dry_run", dry_id},
+                                {"excitation", arg<std::int64_t>(request, "excitation", 0)},
+                                {"dependent_joints", profile.arm->derivation.value("dependent_joints", json::array())},
                                 {"samples", profile.arm->derivation.value("samples", 0)},
                                 {"causal_order", profile.arm->causal_order},
                                 {"causal_samples", profile.arm->causal_samples},

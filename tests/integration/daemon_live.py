@@ -232,6 +232,33 @@ def test_payload(tmp):
         check(arm.get("dry_run") == dry["id"] and arm.get("samples", 0) > 1000,
               "the profile matches the deviation from the arm model fitted on dry run %s (%s samples, derivatives of order %s over %s)" %
               (arm.get("dry_run"), arm.get("samples"), arm.get("causal_order"), arm.get("causal_samples")))
+        # The task turns the wrist with the base: the arm model cannot tell joints 1 and 6 apart and the
+        # summary says so; an excitation run (each joint alone) fitted with the dry run tells them apart.
+        pairs = [p["joints"] for p in arm.get("dependent_joints", [])]
+        check(pairs == [[1, 6]], "the summary names the joints the dry run always moves together: %s" % pairs)
+        r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--excitation", str(dry["id"]), check_rc=False)
+        check(r.returncode != 0 and "an excitation run is fitted with a dry run: give dry_run too" in r.stderr,
+              "an excitation run without a dry run is refused: %s" % r.stderr.strip())
+        excitation_task = os.path.join(tmp, "excitation-task.json")
+        subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "excitation_task.py"), TASK, ROBOT, excitation_task], check=True)
+        # (the robot's cycle counter still shows the dry run's last cycle until the new link's first
+        # sample: wait for the old link to close and the new one to send)
+        d.ctl("wait", "cell1", "--state", "disconnected", "--timeout", "20")
+        sim, report = run_sim(d, tmp, "--cycles", "4", "--speed", "8", "--seed", "11", "--timeout-ms", "100", "--declare-payload",
+                              "--payload", "0", task=excitation_task)
+        d.ctl("wait", "cell1", "--state", "connected", "--timeout", "30")
+        time.sleep(1.0)  # samples arrive every 0.5 ms at 8x; the first one sets the counter to 1
+        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+        d.ctl("record-start", "cell1")
+        d.ctl("wait", "cell1", "--cycle", "4", "--timeout", "120")
+        excitation = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        sim.wait(timeout=120)
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--dry-run", str(dry["id"]),
+                               "--excitation", str(excitation["id"]), "--reference-cycles", "3", "--activate", "--timeout", "300").stdout)
+        arm = cal["summary"].get("arm_model", {})
+        check(excitation["cycles"] >= 2 and arm.get("excitation") == excitation["id"] and arm.get("dependent_joints") == [],
+              "with excitation run %s (%d cycles) no joints are left that move together: %s" %
+              (arm.get("excitation"), excitation["cycles"], arm.get("dependent_joints")))
         d.ctl("mode", "cell1", "detect")
         sim, report = run_sim(d, tmp, "--cycles", "4", "--speed", "4", "--seed", "10", "--timeout-ms", "100", "--declare-payload")
         sim.wait(timeout=120)
@@ -244,10 +271,10 @@ def test_payload(tmp):
         d.stop()
 
 
-def run_sim(d, out_dir, *args):
+def run_sim(d, out_dir, *args, task=TASK):
     report = os.path.join(out_dir, "sim-report.json")
     log = open(os.path.join(out_dir, "sim.log"), "w")
-    p = subprocess.Popen([SIM, "run", "--robot", ROBOT, "--task", TASK, "--connect", "127.0.0.1:%d" % d.robot_port,
+    p = subprocess.Popen([SIM, "run", "--robot", ROBOT, "--task", task, "--connect", "127.0.0.1:%d" % d.robot_port,
                           "--vendor", "ur", "--id", "cell1", "--period", "0.004", "--report", report, *args], stdout=log, stderr=subprocess.STDOUT)
     return p, report
 

@@ -33,6 +33,7 @@ struct CtlArgs {
     std::string detector, method, force_frame, model_file;
     std::int64_t model = 0;
     std::int64_t dry_run = 0;
+    std::int64_t excitation = 0;
     double flange_offset = 0;
     bool has_flange_offset = false;
     std::int64_t cycle = -1;
@@ -141,6 +142,7 @@ void register_ctl(CLI::App& app) {
                              if (!x.force_frame.empty()) r["force_frame"] = x.force_frame;
                              if (x.model) r["model"] = x.model;
                              if (x.dry_run) r["dry_run"] = x.dry_run;
+                             if (x.excitation) r["excitation"] = x.excitation;
                              return r;
                          },
                          [](const CtlArgs&, const nlohmann::json& j) {
@@ -177,6 +179,16 @@ void register_ctl(CLI::App& app) {
                                              "derivatives in operation: order %zu over %zu samples)\n",
                                              arm.at("dry_run").get<long long>(), arm.value("samples", 0),
                                              arm.at("causal_order").get<std::size_t>(), arm.at("causal_samples").get<std::size_t>());
+                                 if (arm.value("excitation", 0LL) != 0) {
+                                     std::printf("  and on excitation run %lld\n", arm.at("excitation").get<long long>());
+                                 }
+                                 for (const auto& pair : arm.value("dependent_joints", nlohmann::json::array())) {
+                                     std::printf("warning: joints %d and %d move together in every run of the arm model (velocity correlation "
+                                                 "%.3f): it cannot tell their inertias apart; add an excitation run (--excitation) that moves "
+                                                 "them separately\n",
+                                                 pair.at("joints")[0].get<int>(), pair.at("joints")[1].get<int>(),
+                                                 pair.at("velocity_correlation").get<double>());
+                                 }
                              }
                              if (j.contains("status")) std::printf("activated\n");
                          });
@@ -197,6 +209,9 @@ void register_ctl(CLI::App& app) {
         c->add_option("--dry-run", a->dry_run,
                       "Recording id of a dry run of the task (no part, nothing to press): match the deviation from the arm model "
                       "fitted on it (thesis 4.5.1)");
+        c->add_option("--excitation", a->excitation,
+                      "Recording id of an excitation run (each joint moved alone) fitted with the dry run: tells apart joints the "
+                      "task always moves together");
         c->add_flag("--activate", a->activate, "Activate the new profile at once");
         // Calibration runs at the lowest priority in the daemon: on a busy PC it takes longer.
         c->preparse_callback([a](std::size_t) { a->timeout = 600; });
