@@ -455,8 +455,22 @@ public:
         dry_run_->setObjectName("dryRun");
         dry_run_->setToolTip(tr("A dry run is the task's program run with no part and nothing to press. With one, the detector "
                                 "matches the deviation from the arm's own dynamics: on pick-and-place tasks it stops sooner."));
+        // With a dry run, optionally an excitation run: each joint moved alone, fitted with the dry
+        // run so that joints the task always moves together are told apart (docs/identification.md,
+        // "The excitation run").
+        excitation_ = new QComboBox(this);
+        excitation_->setObjectName("excitationRun");
+        excitation_->setToolTip(tr("An excitation run moves each joint alone. Fitted with the dry run, it tells apart joints the task "
+                                   "always moves together (the wrist turned with the base), which a contact's jolt moves apart."));
+        excitation_->setEnabled(false);
         form->addRow(tr("&Task recording:"), recording_);
         form->addRow(tr("&Dry run (optional):"), dry_run_);
+        form->addRow(tr("&Excitation run (optional):"), excitation_);
+        connect(dry_run_, &QComboBox::currentIndexChanged, this, [this] {
+            const bool with_dry = dry_run_->currentData().toLongLong() != 0;
+            excitation_->setEnabled(with_dry);
+            if (!with_dry) excitation_->setCurrentIndex(0);
+        });
         form->addRow(tr("&Reference cycles:"), refs_);
         form->addRow(tr("&Sensitivity (left: more sensitive):"), sensitivity_);
         form->addRow(tr("Expected false stops:"), rate_);
@@ -488,9 +502,18 @@ public:
                                .arg(task),
                            true);
             }
+            const qint64 excitation = dry ? excitation_->currentData().toLongLong() : 0;
+            if (excitation != 0 && (excitation == task || excitation == dry)) {
+                return say(tr("Recording %1 is chosen as the excitation run and as the %2. The excitation run is another recording: "
+                              "each joint moved alone. Choose it, or \"none\".")
+                               .arg(excitation)
+                               .arg(excitation == task ? tr("task") : tr("dry run")),
+                           true);
+            }
             say(dry ? tr("Calibrating on recording %1 with dry run %2 …").arg(task).arg(dry) : tr("Calibrating on recording %1 …").arg(task));
             QJsonObject request{{"cmd", "calibrate"}, {"robot", robot()}, {"recording", task}, {"target_cycles", target()}, {"activate", true}};
             if (dry) request["dry_run"] = dry;
+            if (excitation) request["excitation"] = excitation;
             if (refs_->value() > 0) request["reference_cycles"] = refs_->value();
             link()->request(request,
                             [this](const QJsonObject& a, const QString& error) {
@@ -507,6 +530,8 @@ public:
             recording_->clear();
             dry_run_->clear();
             dry_run_->addItem(tr("none: match the signal as recorded"), qint64(0));
+            excitation_->clear();
+            excitation_->addItem(tr("none"), qint64(0));
             const QJsonArray all = a.value("recordings").toArray();
             for (qsizetype i = all.size(); i-- > 0;) {  // newest first: the task's recording is usually the latest
                 const QJsonObject r = all.at(i).toObject();
@@ -517,6 +542,7 @@ public:
                     tr("recording %1: %2 complete cycles, started %3").arg(r.value("id").toInteger()).arg(r.value("cycles").toInt()).arg(when);
                 recording_->addItem(text, r.value("id").toInteger());
                 dry_run_->addItem(text, r.value("id").toInteger());
+                excitation_->addItem(text, r.value("id").toInteger());
             }
         });
     }
@@ -551,11 +577,26 @@ public:
                                  .arg(phase.value("persistence").toInt()));
         // What is matched: the signal as recorded, or its deviation from the arm model of a dry run.
         const QJsonObject arm = s.value("arm_model").toObject();
+        const qint64 excitation_run = arm.value("excitation").toInteger();
         derivation_->setText(derivation_->text() +
                              (arm.isEmpty() ? tr(" Matched signal: as recorded.")
-                                            : tr(" Matched signal: the deviation from the arm model fitted on dry run %1 (%2 samples).")
-                                                  .arg(arm.value("dry_run").toInteger())
-                                                  .arg(arm.value("samples").toInt())));
+                              : excitation_run ? tr(" Matched signal: the deviation from the arm model fitted on dry run %1 and excitation "
+                                                    "run %2 (%3 samples).")
+                                                     .arg(arm.value("dry_run").toInteger())
+                                                     .arg(excitation_run)
+                                                     .arg(arm.value("samples").toInt())
+                                               : tr(" Matched signal: the deviation from the arm model fitted on dry run %1 (%2 samples).")
+                                                     .arg(arm.value("dry_run").toInteger())
+                                                     .arg(arm.value("samples").toInt())));
+        // Joints the runs always move together: the arm model cannot tell their inertias apart.
+        for (const auto& v : arm.value("dependent_joints").toArray()) {
+            const QJsonArray joints = v.toObject().value("joints").toArray();
+            derivation_->setText(derivation_->text() +
+                                 tr(" <b>Warning:</b> joints %1 and %2 move together in every run of the arm model: it cannot tell their "
+                                    "inertias apart and mispredicts a motion of one alone (a contact's jolt); add an excitation run.")
+                                     .arg(joints.at(0).toInt())
+                                     .arg(joints.at(1).toInt()));
+        }
         // The reference: how many cycles, and whether it has every variant of the task.
         const QJsonObject coverage = s.value("reference_coverage").toObject();
         if (!coverage.isEmpty()) {
@@ -579,7 +620,7 @@ public:
     }
 
 private:
-    QComboBox *recording_, *dry_run_;
+    QComboBox *recording_, *dry_run_, *excitation_;
     QSpinBox* refs_;
     QSlider* sensitivity_;
     QLabel *rate_, *derivation_;

@@ -224,16 +224,23 @@ private slots:
         // same recording as both is refused by the panel before anything is sent.
         auto* task = w->findChild<QComboBox*>("taskRecording");
         auto* dry = w->findChild<QComboBox*>("dryRun");
+        auto* excitation = w->findChild<QComboBox*>("excitationRun");
         QTRY_COMPARE_WITH_TIMEOUT(task->count(), 1, 5000);
         QCOMPARE(dry->count(), 2);
         QCOMPARE(dry->currentData().toLongLong(), 0);
+        // The excitation run goes with a dry run: "none" and shut until one is chosen.
+        QCOMPARE(excitation->count(), 2);
+        QCOMPARE(excitation->currentData().toLongLong(), 0);
+        QVERIFY(!excitation->isEnabled());
         QVERIFY(task->currentText().contains("complete cycles"));
         dry->setCurrentIndex(1);
+        QVERIFY(excitation->isEnabled());
         QCOMPARE(dry->currentData().toLongLong(), task->currentData().toLongLong());
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
         QVERIFY2(message(w).contains("both the task and its dry run"), qPrintable(message(w)));
         QVERIFY(!w->currentPage()->isComplete());
         dry->setCurrentIndex(0);
+        QVERIFY(!excitation->isEnabled());
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
         QVERIFY2(complete(w, 60000), qPrintable(message(w)));
         QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("Matched signal: as recorded"),
