@@ -158,7 +158,9 @@ json calibrate_command(DaemonContext& c, const json& request) {
                 throw CommandError(fmt::format("excitation run {} belongs to robot '{}', not '{}'", excitation_id,
                                                meta->at("robot").get<std::string>(), session->id()));
             }
-            if (excitation_id == dry_id) throw CommandError(fmt::format("excitation run {} is the dry run itself; record a run that moves each joint alone", excitation_id));
+            if (excitation_id == dry_id) {
+                throw CommandError(fmt::format("excitation run {} is the dry run itself; record a run that moves each joint alone", excitation_id));
+            }
             runs.push_back(read_recording(meta->at("path").get<std::string>()));
         }
         std::vector<const Recording*> pointers;
@@ -177,6 +179,14 @@ json calibrate_command(DaemonContext& c, const json& request) {
         const json all = c.store.recordings(session->id());
         if (all.empty()) throw CommandError(fmt::format("robot '{}' has no committed recording; record its task first", session->id()));
         recording_id = all.back().at("id").get<std::int64_t>();
+    }
+    // The arm model's runs are other recordings than the task's: the task's holds its part and presses.
+    for (const auto& [key, what] : {std::pair{"dry_run", "dry run"}, std::pair{"excitation", "excitation run"}}) {
+        if (arg<std::int64_t>(request, key, 0) == recording_id) {
+            throw CommandError(fmt::format("{} {} is the task's recording itself; the arm model is fitted on another recording, without "
+                                           "the task's part and force",
+                                           what, recording_id));
+        }
     }
     const auto meta = c.store.recording(recording_id);
     if (!meta) throw CommandError(fmt::format("recording {} does not exist", recording_id));

@@ -236,6 +236,13 @@ def test_payload(tmp):
         # summary says so; an excitation run (each joint alone) fitted with the dry run tells them apart.
         pairs = [p["joints"] for p in arm.get("dependent_joints", [])]
         check(pairs == [[1, 6]], "the summary names the joints the dry run always moves together: %s" % pairs)
+        r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--dry-run", str(rec["id"]), check_rc=False)
+        check(r.returncode != 0 and "dry run %d is the task's recording itself" % rec["id"] in r.stderr,
+              "the task's recording as its own dry run is refused: %s" % r.stderr.strip())
+        r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--dry-run", str(dry["id"]), "--excitation",
+                  str(dry["id"]), check_rc=False)
+        check(r.returncode != 0 and "excitation run %d is the dry run itself" % dry["id"] in r.stderr,
+              "the dry run as its own excitation run is refused: %s" % r.stderr.strip())
         r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--excitation", str(dry["id"]), check_rc=False)
         check(r.returncode != 0 and "an excitation run is fitted with a dry run: give dry_run too" in r.stderr,
               "an excitation run without a dry run is refused: %s" % r.stderr.strip())
