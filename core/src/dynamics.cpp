@@ -322,8 +322,8 @@ std::vector<bool> drop_still_joints(const DynamicsRegressor& regressor, std::vec
 // with the base to keep the tool's heading: joints 1 and 6 of every robot of the suite). The model
 // then mispredicts a motion of one without the other, such as a contact's jolt (UR5e-like contact
 // task: the wrist jolted alone at 122 rad/s^2 and the model expected 260 Nm on joints 1 and 6
-// where the torque moved by 1.5 Nm). Velocities by central differences; joints that do not move
-// are left out. The documented default |correlation| >= 0.99 leaves under 2 % of either joint's
+// where the torque moved by 1.5 Nm). Velocities from the local quadratic fits the parameters are
+// fitted with; joints that do not move are left out. The documented default |correlation| >= 0.99 leaves under 2 % of either joint's
 // velocity variance (1 - r^2) independent of the other's.
 constexpr double kDependentCorrelation = 0.99;
 
@@ -333,11 +333,16 @@ nlohmann::json dependent_joint_pairs(std::span<const Recording* const> runs, con
     Eigen::VectorXd sum = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(n));
     double count = 0;
     Eigen::VectorXd v(static_cast<Eigen::Index>(n));
+    std::vector<std::vector<double>> vel(n), acc(n);
+    const std::size_t h = kDerivativeHalfWidth;
     for (const Recording* run : runs) {
-        for (std::size_t i = 1; i + 1 < run->size(); ++i) {
-            const double dt = run->t[i + 1] - run->t[i - 1];
-            if (!(dt > 0)) continue;
-            for (std::size_t j = 0; j < n; ++j) v(static_cast<Eigen::Index>(j)) = (run->q[j][i + 1] - run->q[j][i - 1]) / dt;
+        if (run->size() < 2 * h + 1) continue;
+        for (std::size_t j = 0; j < n; ++j) {
+            vel[j].resize(run->size()), acc[j].resize(run->size());
+            smooth_derivatives(run->t, run->q[j], h, vel[j], acc[j]);
+        }
+        for (std::size_t i = h; i + h < run->size(); ++i) {
+            for (std::size_t j = 0; j < n; ++j) v(static_cast<Eigen::Index>(j)) = vel[j][i];
             cross.noalias() += v * v.transpose();
             sum += v;
             count += 1;
