@@ -128,6 +128,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
     // adds (thesis 4.5.1). Fitted on the robot's kinematic model: the one calibration uses, else
     // the latest stored.
     const std::int64_t dry_id = arg<std::int64_t>(request, "dry_run", 0);
+    // An excitation run (every joint moved alone) separates joints the task moves together.
+    const std::int64_t excitation_id = arg<std::int64_t>(request, "excitation", 0);
     if (dry_id != 0) {
         const auto dry_meta = c.store.recording(dry_id);
         if (!dry_meta) throw CommandError(fmt::format("dry run {}: recording {} does not exist", dry_id, dry_id));
@@ -149,8 +151,6 @@ json calibrate_command(DaemonContext& c, const json& request) {
             throw CommandError(fmt::format("the kinematic model has {} joints; robot '{}' has {}", model->dof(), session->id(), session->joints()));
         }
         std::vector<Recording> runs{read_recording(dry_meta->at("path").get<std::string>())};
-        // An excitation run (every joint moved alone) separates joints the task moves together.
-        const std::int64_t excitation_id = arg<std::int64_t>(request, "excitation", 0);
         if (excitation_id != 0) {
             const auto meta = c.store.recording(excitation_id);
             if (!meta) throw CommandError(fmt::format("excitation run {}: recording {} does not exist", excitation_id, excitation_id));
@@ -159,7 +159,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
                                                meta->at("robot").get<std::string>(), session->id()));
             }
             if (excitation_id == dry_id) {
-                throw CommandError(fmt::format("excitation run {} is the dry run itself; record a run that moves each joint alone", excitation_id));
+                throw CommandError(
+                    fmt::format("excitation run {} is the dry run itself; record a run that moves each joint alone", excitation_id));
             }
             runs.push_back(read_recording(meta->at("path").get<std::string>()));
         }
@@ -171,7 +172,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
             throw CommandError(excitation_id != 0 ? fmt::format("dry run {} with excitation run {}: {}", dry_id, excitation_id, e.what())
                                                   : fmt::format("dry run {}: {}", dry_id, e.what()));
         }
-    } else if (arg<std::int64_t>(request, "excitation", 0) != 0) {
+    } else if (excitation_id != 0) {
         throw CommandError("an excitation run is fitted with a dry run: give dry_run too");
     }
     std::int64_t recording_id = arg<std::int64_t>(request, "recording", 0);
@@ -181,8 +182,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
         recording_id = all.back().at("id").get<std::int64_t>();
     }
     // The arm model's runs are other recordings than the task's: the task's holds its part and presses.
-    for (const auto& [key, what] : {std::pair{"dry_run", "dry run"}, std::pair{"excitation", "excitation run"}}) {
-        if (arg<std::int64_t>(request, key, 0) == recording_id) {
+    for (const auto& [id, what] : {std::pair{dry_id, "dry run"}, std::pair{excitation_id, "excitation run"}}) {
+        if (id == recording_id) {
             throw CommandError(fmt::format("{} {} is the task's recording itself; the arm model is fitted on another recording, without "
                                            "the task's part and force",
                                            what, recording_id));
@@ -258,7 +259,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
     if (profile.arm) {
         summary["arm_model"] = {{"dry_run", dry_id},
-                                {"excitation", arg<std::int64_t>(request, "excitation", 0)},
+                                {"excitation", excitation_id},
                                 {"dependent_joints", profile.arm->derivation.value("dependent_joints", json::array())},
                                 {"samples", profile.arm->derivation.value("samples", 0)},
                                 {"causal_order", profile.arm->causal_order},
