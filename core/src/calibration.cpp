@@ -678,6 +678,56 @@ Profile calibrate_on_arm_deviation(const NamedRecording& reference, std::span<co
     return profile;
 }
 
+// calibrate() with the arm model fitted on the nominal recordings (CalibrationOptions::arm_from_nominal).
+Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::span<const NamedRecording> nominal,
+                                        const CalibrationOptions& options) {
+    if (!options.dynamics_model) {
+        throw std::invalid_argument("fitting the arm model on the nominal recordings needs the robot's kinematic model (--model)");
+    }
+    const DhModel& model = *options.dynamics_model;
+    const Recording& ref_rec = *reference.recording;
+    if (ref_rec.info().signal != SignalKind::Torque) {
+        throw std::invalid_argument(fmt::format("the arm model needs a signed torque signal; {} has '{}'", reference.name,
+                                                to_string(ref_rec.info().signal)));
+    }
+    for (const auto& nom : nominal) {
+        if (!nom.recording) throw std::invalid_argument(fmt::format("{}: no recording", nom.name));
+        check_compatible(reference, nom);
+    }
+    // The declared payload's torque off first: the arm model has no load per stretch, and a part
+    // carried in half the cycle would otherwise be spread over the links' parameters.
+    std::string payload_note = "the recordings declare no payload";
+    std::optional<PayloadModel> payload;
+    if (ref_rec.declares_payload()) {
+        std::vector<const NamedRecording*> recordings{&reference};
+        for (const auto& nom : nominal) recordings.push_back(&nom);
+        PayloadModel fitted = fit_payload_model(model, recordings, ref_rec.info().unit, options.gravity);
+        if (fitted.derivation.value("usable", false)) {
+            payload = std::move(fitted);
+            payload_note = "each recording less its declared payload's torque (the payload model fitted on their jumps)";
+        } else {
+            payload_note = fmt::format("the declared payload's torque left in (payload model: {})",
+                                       fitted.derivation.value("note", std::string("not usable")));
+        }
+    }
+    std::vector<Recording> unloaded;
+    unloaded.reserve(nominal.size());
+    for (const auto& nom : nominal) {
+        unloaded.push_back(payload && nom.recording->declares_payload() ? unload_payload(*payload, *nom.recording) : *nom.recording);
+    }
+    std::vector<const Recording*> runs;
+    for (const auto& r : unloaded) runs.push_back(&r);
+    CalibrationOptions inner = options;
+    inner.arm_from_nominal = false;
+    inner.arm = fit_arm_dynamics(model, runs, options.gravity);
+    inner.arm->derivation["fitted_on"] = fmt::format("the {} nominal recording(s) of the calibration, not a dry run", nominal.size());
+    inner.arm->derivation["payload"] = payload_note;
+    Profile profile = calibrate(reference, nominal, inner);
+    profile.calibration["arm_model"]["fitted_on"] = inner.arm->derivation["fitted_on"];
+    profile.calibration["arm_model"]["payload"] = payload_note;
+    return profile;
+}
+
 }  // namespace
 
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
@@ -691,6 +741,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         throw std::invalid_argument(fmt::format("rule-2 margin must be >= 1, got {}", options.rule2_margin));
     }
     if (options.arm) return calibrate_on_arm_deviation(reference, nominal, options);
+    if (options.arm_from_nominal) return calibrate_with_arm_from_nominal(reference, nominal, options);
     const Recording& ref_rec = *reference.recording;
     if (!options.removed_coulomb.empty() && options.removed_coulomb.size() != ref_rec.joints()) {
         throw std::invalid_argument(fmt::format("removed dry friction has {} values; expected one per joint of {} ({})",

@@ -822,6 +822,28 @@ void check_arm_recording(const ArmDynamics& arm, const Recording& recording) {
 
 }  // namespace
 
+Recording unload_payload(const PayloadModel& payload, const Recording& recording) {
+    const std::size_t n = payload.model.dof();
+    if (recording.joints() != n || payload.signal_per_nm.size() != n) {
+        throw std::invalid_argument(fmt::format("the recording has {} joints; the payload model has {}", recording.joints(), n));
+    }
+    if (!recording.declares_payload()) throw std::invalid_argument("the recording declares no payload (no 'payload' column)");
+    Recording out = recording;
+    const std::vector<Eigen::Vector3d> acceleration = tool_point_acceleration(payload.model, recording.t, recording.q);
+    std::vector<Eigen::Isometry3d> frames(n + 2);
+    std::vector<Eigen::Vector3d> columns(n, Eigen::Vector3d::Zero());
+    std::vector<double> q(n);
+    for (std::size_t k = 0; k < recording.size(); ++k) {
+        const double mass = recording.payload[k];
+        if (mass == 0.0) continue;
+        for (std::size_t j = 0; j < n; ++j) q[j] = recording.q[j][k];
+        tool_point_jacobian(payload.model, q, frames, columns);
+        const Eigen::Vector3d f = mass * (acceleration[k] - payload.gravity);
+        for (std::size_t j = 0; j < n; ++j) out.tau[j][k] -= payload.signal_per_nm[j] * columns[j].dot(f);
+    }
+    return out;
+}
+
 Recording arm_deviation(const ArmDynamics& arm, const Recording& recording) {
     check_arm_recording(arm, recording);
     const std::size_t n = arm.model.dof();

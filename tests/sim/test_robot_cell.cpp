@@ -920,3 +920,71 @@ TEST_CASE("the arm model fitted on a dry run leaves the carried part's torque as
     const Recording* runs[] = {&d.twin};
     CHECK_THROWS_WITH(fit_arm_dynamics(five, runs), Catch::Contains("a dry run has 6 joints; the kinematic model has 5"));
 }
+
+TEST_CASE("the arm model fitted on the calibration cycles, less their declared part, predicts the arm without the part",
+          "[sim][dynamics][arm]") {
+    // CalibrationOptions::arm_from_nominal: no dry run. The IRB120-like pick-and-place carries its
+    // part in part of the cycle and declares it; the calibration takes the part's torque off with the
+    // payload model fitted on the same recordings, fits the arm model, and matches the deviation.
+    // The truth: the same run recorded again without the part (same seed: same motion and noise).
+    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
+    sim::Task empty_task = task;
+    for (auto& step : empty_task.steps) {
+        if (step.kind == sim::TaskStep::Kind::Grasp) step.mass = 0.0;
+    }
+    const Recording reference = record_cell(robot, task, 5, 71, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 12, 72, 1.0, 0);
+    const Recording loaded = record_cell(robot, task, 4, 73, 1.0, 0);
+    const Recording empty = record_cell(robot, empty_task, 4, 73, 1.0, 0);
+    REQUIRE(calibration.declares_payload());
+
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.dynamics_model = robot.kinematics;
+    options.arm_from_nominal = true;
+    const NamedRecording nominal{"calibration.csv", &calibration};
+    const Profile profile = calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE(profile.arm.has_value());
+    REQUIRE(profile.payload.has_value());
+    CHECK(profile.calibration.at("arm_model").at("fitted_on").get<std::string>().find("nominal") != std::string::npos);
+    CHECK(profile.calibration.at("arm_model").at("payload").get<std::string>().find("less its declared payload") != std::string::npos);
+
+    // The same fit without taking the part off first spreads the part over the links' parameters.
+    const Recording* raw_runs[] = {&calibration};
+    const ArmDynamics naive = fit_arm_dynamics(robot.kinematics, raw_runs);
+    const Recording fitted_empty = arm_deviation(*profile.arm, empty);
+    const Recording naive_empty = arm_deviation(naive, empty);
+    for (std::size_t j : {1u, 2u}) {  // joints 2 and 3 carry the part's weight
+        std::vector<double> part(loaded.size());
+        for (std::size_t i = 0; i < loaded.size(); ++i) part[i] = loaded.tau[j][i] - empty.tau[j][i];
+        INFO("joint " << j + 1 << ": the part's torque rms " << rms(part) << " Nm; deviation of the run without the part rms "
+                      << rms(fitted_empty.tau[j]) << " Nm (fitted less the part), " << rms(naive_empty.tau[j])
+                      << " Nm (fitted with the part left in)");
+        CHECK(rms(fitted_empty.tau[j]) < 0.25 * rms(part));
+        CHECK(rms(fitted_empty.tau[j]) < 0.5 * rms(naive_empty.tau[j]));
+    }
+    // The unloaded calibration recording itself: what unload_payload took off is the part's torque.
+    const Recording unloaded = unload_payload(*profile.payload, loaded);
+    for (std::size_t j : {1u, 2u}) {
+        std::vector<double> error(loaded.size()), part(loaded.size());
+        for (std::size_t i = 0; i < loaded.size(); ++i) {
+            part[i] = loaded.tau[j][i] - empty.tau[j][i];
+            error[i] = unloaded.tau[j][i] - empty.tau[j][i];
+        }
+        INFO("joint " << j + 1 << ": unloaded less the run without the part rms " << rms(error) << " Nm, the part's torque rms " << rms(part));
+        CHECK(rms(error) < 0.1 * rms(part));
+    }
+
+    // Nominal cycles run on; refusals name what is missing.
+    Detector detector(profile);
+    const RunEvaluation run = evaluate_detector("loaded", loaded, detector);
+    CHECK(run.events.size() <= 1);
+    CalibrationOptions no_model = options;
+    no_model.dynamics_model.reset();
+    CHECK_THROWS_WITH(calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), no_model),
+                      Catch::Contains("kinematic model"));
+    Recording undeclared = loaded;
+    undeclared.payload.clear();
+    CHECK_THROWS_WITH(unload_payload(*profile.payload, undeclared), Catch::Contains("declares no payload"));
+}

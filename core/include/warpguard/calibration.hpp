@@ -88,6 +88,13 @@ struct CalibrationOptions {
     // transform the samples it receives (causal_arm_deviation) before anything is measured on them,
     // and the profile carries the arm model for the detector.
     std::optional<ArmDynamics> arm;
+    // Fit the arm model on the nominal recordings themselves instead (no `arm` given; needs
+    // `dynamics_model` and a signed torque): each less its declared payload's torque (the payload
+    // model fitted on the same recordings' jumps), then fit_arm_dynamics over all of them. A task's
+    // own forces stay in the fit's data, but a rigid-body model of the arm can take up only what is
+    // a function of the angles and their derivatives; and a task that jolts one joint alone (a
+    // snap-fit) shows the fit that joint's inertia, which a dry run of the same program does not.
+    bool arm_from_nominal = false;
     // Dry friction per joint the recordings already have taken off, signal units (empty: none).
     // Calibrating with `arm` sets it to the arm model's Coulomb terms (arm_coulomb) for the
     // calibration of the transformed recordings: the speed model fitted on the deviation finds

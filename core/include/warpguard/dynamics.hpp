@@ -254,6 +254,14 @@ ArmDynamics arm_dynamics_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const PayloadModel& model);
 PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints);
 
+// The recording with every joint's signal less the torque the payload model expects of the payload
+// each sample declares: signal_per_nm x J_p^T m (a - g), the tool point's Jacobian at the recorded
+// angles and its acceleration from local quadratic fits (+- kDerivativeHalfWidth samples, an
+// offline transform). What is left is the arm's own, as far as the payload model is right. Samples
+// that declare no payload (0) are unchanged. Throws std::invalid_argument when the recording
+// declares no payload or its joint count differs from the model's.
+Recording unload_payload(const PayloadModel& payload, const Recording& recording);
+
 nlohmann::json to_json(const SpeedModel& model);
 SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, std::size_t reference_size);
 
