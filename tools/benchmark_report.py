@@ -98,8 +98,9 @@ def ka_section(suite):
            "robot's own, identified by the procedure on the simulated controller (`warpguard-sim identify`,",
            "0.05 mm noise, `warpguard identify dh`); the force direction is the payload's weight (base frame,",
            "0, 0, −1). Joints about whose axis that force has no lever (vertical axes) are matched unscaled",
-           "(calibration picks them; `--ka-joints` overrides). Both methods use the default detector,",
-           "calibrated on the same cycles; the recordings declare the payload, so both match the reference and",
+           "(calibration picks them; `--ka-joints` overrides). Both methods use the default detector on the",
+           "torques (mDTW calibrated with `--no-arm`; KA-mDTW fits no arm model of its own), calibrated on the",
+           "same cycles; the recordings declare the payload, so both match the reference and",
            "the window unloaded of the declared payload's torques (docs/detection.md, *Declared payload*).",
            "Regenerate: `WARPGUARD_KA_ONLY=1 bash scripts/benchmark-suite.sh --reuse`.", "",
            "Matching, as §4.5 reports it: windows ending 40 % and 80 % into the varying move of 4 cycles whose",
@@ -164,6 +165,10 @@ def main():
              "cycles (`warpguard calibrate --detector ...`) and evaluates every recording with both",
              "(`warpguard evaluate`): the **published detector** (thesis §3.2.3: mDTW, window m = 30, θ1 = 3σ,",
              "θ2 = 1.2 × max) and the **phase-aware detector**, WarpGuard's default ([detection.md](detection.md)).",
+             "Given each robot's kinematic model (identified by the procedure on the simulated controller), the",
+             "default matches the deviation from the arm's own dynamics, fitted on the same calibration cycles less",
+             "their declared payload (detection.md, *The arm model from the calibration recordings*); the KA-mDTW",
+             "section below compares both methods on the torques (`--no-arm`).",
              "Definitions: [evaluation.md](evaluation.md).",
              ""]
 

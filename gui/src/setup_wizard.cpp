@@ -453,8 +453,9 @@ public:
         recording_->setObjectName("taskRecording");
         dry_run_ = new QComboBox(this);
         dry_run_->setObjectName("dryRun");
-        dry_run_->setToolTip(tr("A dry run is the task's program run with no part and nothing to press. With one, the detector "
-                                "matches the deviation from the arm's own dynamics: on pick-and-place tasks it stops sooner."));
+        dry_run_->setToolTip(tr("The detector matches the deviation from the arm's own dynamics: it stops sooner than on the "
+                                "signal as recorded. Without a dry run (the task's program with no part and nothing to press) "
+                                "the arm model is fitted on the task's recording itself, when the robot has a kinematic model."));
         // With a dry run, optionally an excitation run: each joint moved alone, fitted with the dry
         // run so that joints the task always moves together are told apart (docs/identification.md,
         // "The excitation run").
@@ -467,7 +468,7 @@ public:
         form->addRow(tr("&Dry run (optional):"), dry_run_);
         form->addRow(tr("&Excitation run (optional):"), excitation_);
         connect(dry_run_, &QComboBox::currentIndexChanged, this, [this] {
-            const bool with_dry = dry_run_->currentData().toLongLong() != 0;
+            const bool with_dry = dry_run_->currentData().toLongLong() > 0;
             excitation_->setEnabled(with_dry);
             if (!with_dry) excitation_->setCurrentIndex(0);
         });
@@ -494,7 +495,8 @@ public:
         show_rate();
         connect(sensitivity_, &QSlider::valueChanged, this, show_rate);
         connect(go, &QPushButton::clicked, this, [this] {
-            const qint64 task = recording_->currentData().toLongLong(), dry = dry_run_->currentData().toLongLong();
+            const qint64 task = recording_->currentData().toLongLong(), choice = dry_run_->currentData().toLongLong();
+            const qint64 dry = std::max<qint64>(choice, 0);  // -1: no arm model at all
             if (task == 0) return say(tr("There is no committed recording to calibrate on: go back and record the task."), true);
             if (dry == task) {
                 return say(tr("Recording %1 is chosen as both the task and its dry run. The dry run is another recording: the same "
@@ -513,6 +515,7 @@ public:
             say(dry ? tr("Calibrating on recording %1 with dry run %2 …").arg(task).arg(dry) : tr("Calibrating on recording %1 …").arg(task));
             QJsonObject request{{"cmd", "calibrate"}, {"robot", robot()}, {"recording", task}, {"target_cycles", target()}, {"activate", true}};
             if (dry) request["dry_run"] = dry;
+            if (choice < 0) request["no_arm"] = true;
             if (excitation) request["excitation"] = excitation;
             if (refs_->value() > 0) request["reference_cycles"] = refs_->value();
             link()->request(request,
@@ -529,7 +532,8 @@ public:
             if (!error.isEmpty()) return say(error, true);
             recording_->clear();
             dry_run_->clear();
-            dry_run_->addItem(tr("none: match the signal as recorded"), qint64(0));
+            dry_run_->addItem(tr("none: the arm model from the task's recording"), qint64(0));
+            dry_run_->addItem(tr("no arm model: match the signal as recorded"), qint64(-1));
             excitation_->clear();
             excitation_->addItem(tr("none"), qint64(0));
             const QJsonArray all = a.value("recordings").toArray();
@@ -580,6 +584,9 @@ public:
         const qint64 excitation_run = arm.value("excitation").toInteger();
         derivation_->setText(derivation_->text() +
                              (arm.isEmpty() ? tr(" Matched signal: as recorded.")
+                              : arm.value("dry_run").toInteger() == 0
+                                  ? tr(" Matched signal: the deviation from the arm model fitted on the task's recording (%1 samples).")
+                                        .arg(arm.value("samples").toInt())
                               : excitation_run ? tr(" Matched signal: the deviation from the arm model fitted on dry run %1 and excitation "
                                                     "run %2 (%3 samples).")
                                                      .arg(arm.value("dry_run").toInteger())
@@ -593,9 +600,11 @@ public:
             const QJsonArray joints = v.toObject().value("joints").toArray();
             derivation_->setText(derivation_->text() +
                                  tr(" <b>Warning:</b> joints %1 and %2 move together in every run of the arm model: it cannot tell their "
-                                    "inertias apart and mispredicts a motion of one alone (a contact's jolt); add an excitation run.")
+                                    "inertias apart and mispredicts a motion of one alone (a contact's jolt); add %3.")
                                      .arg(joints.at(0).toInt())
-                                     .arg(joints.at(1).toInt()));
+                                     .arg(joints.at(1).toInt())
+                                     .arg(arm.value("dry_run").toInteger() == 0 ? tr("a dry run and an excitation run")
+                                                                                : tr("an excitation run")));
         }
         // The reference: how many cycles, and whether it has every variant of the task.
         const QJsonObject coverage = s.value("reference_coverage").toObject();

@@ -130,6 +130,12 @@ json calibrate_command(DaemonContext& c, const json& request) {
     const std::int64_t dry_id = arg<std::int64_t>(request, "dry_run", 0);
     // An excitation run (every joint moved alone) separates joints the task moves together.
     const std::int64_t excitation_id = arg<std::int64_t>(request, "excitation", 0);
+    // Without a dry run, the default detector with a kinematic model fits the arm model on the task's
+    // recording itself (less its declared payload); no_arm matches the signal as recorded.
+    const bool no_arm = arg<bool>(request, "no_arm", false);
+    if (no_arm && dry_id != 0) {
+        throw CommandError(fmt::format("no_arm and dry run {} exclude each other: the dry run is fitted as the arm model", dry_id));
+    }
     if (dry_id != 0) {
         const auto dry_meta = c.store.recording(dry_id);
         if (!dry_meta) throw CommandError(fmt::format("dry run {}: recording {} does not exist", dry_id, dry_id));
@@ -196,6 +202,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
     }
     const std::string path = meta->at("path").get<std::string>();
     const Recording rec = read_recording(path);
+    options.arm_from_nominal = dry_id == 0 && !no_arm && options.dynamics_model && options.detector == DetectorKind::PhaseAware &&
+                               options.method == MatchingMethod::Mdtw && rec.info().signal == SignalKind::Torque;
     const auto cycles = rec.complete_cycles();
     const std::size_t wanted = std::max<std::size_t>(options.reference_cycles, kMinReferenceCycles);
     if (cycles.size() < wanted + 1) {
@@ -260,6 +268,8 @@ json calibrate_command(DaemonContext& c, const json& request) {
     if (profile.arm) {
         summary["arm_model"] = {{"dry_run", dry_id},
                                 {"excitation", excitation_id},
+                                {"fitted_on", dry_id != 0 ? "dry run" : "task recording"},
+                                {"payload", profile.arm->derivation.value("payload", std::string())},
                                 {"dependent_joints", profile.arm->derivation.value("dependent_joints", json::array())},
                                 {"samples", profile.arm->derivation.value("samples", 0)},
                                 {"causal_order", profile.arm->causal_order},

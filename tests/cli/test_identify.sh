@@ -213,4 +213,18 @@ if "$wg" calibrate --reference percent.csv --reference-cycles 2 --nominal percen
   --out x.json 2> err.txt; then echo "calibrate accepted percent for an Nm arm model"; exit 1; fi
 grep -q "percent.csv: the recording's signal is 'torque' in 'percent'" err.txt
 
+# Without a dry run, the default detector with the kinematic model fits the arm model on the nominal
+# recordings themselves, each less its declared part; --no-arm matches the signal as recorded.
+"$sim" record --robot "$rt" --task "$task" --cycles 11 --seed 74 --out nominal11.csv > /dev/null
+"$wg" calibrate --reference loaded.csv --reference-cycles 2 --nominal nominal11.csv --model irb.json --out own-arm.json > own-arm.txt
+grep -q "matched signal: the deviation from the arm model fitted on [0-9]* samples of the nominal recordings (each recording less its declared payload's torque" own-arm.txt
+"$wg" calibrate --reference loaded.csv --reference-cycles 2 --nominal nominal11.csv --model irb.json --no-arm --out no-arm.json > no-arm.txt
+if grep -q "matched signal" no-arm.txt; then cat no-arm.txt; echo "--no-arm still matched a deviation"; exit 1; fi
+python3 -c 'import json, sys; assert "arm_model" in json.load(open(sys.argv[1])) and "arm_model" not in json.load(open(sys.argv[2]))' \
+  own-arm.json no-arm.json
+if "$wg" calibrate --reference loaded.csv --nominal nominal11.csv --model irb.json --no-arm --arm arm.json --out x.json 2> err.txt; then
+  echo "calibrate accepted --no-arm with --arm"; exit 1
+fi
+grep -q "excludes" err.txt
+
 echo "identification CLI: all checks passed"

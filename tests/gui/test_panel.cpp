@@ -220,20 +220,25 @@ private slots:
         w->findChild<QSlider*>("sensitivity")->setValue(4);
         QVERIFY(rate->text().contains("10,000"));
         w->findChild<QSlider*>("sensitivity")->setValue(2);
-        // The task's recording is the one just kept; a dry run is optional ("none" first), and the
-        // same recording as both is refused by the panel before anything is sent.
+        // The task's recording is the one just kept; a dry run is optional ("none" first: the arm
+        // model is then fitted on the task's recording, the robot having a kinematic model since
+        // step 5; "no arm model" second), and the same recording as both is refused by the panel
+        // before anything is sent.
         auto* task = w->findChild<QComboBox*>("taskRecording");
         auto* dry = w->findChild<QComboBox*>("dryRun");
         auto* excitation = w->findChild<QComboBox*>("excitationRun");
         QTRY_COMPARE_WITH_TIMEOUT(task->count(), 1, 5000);
-        QCOMPARE(dry->count(), 2);
+        QCOMPARE(dry->count(), 3);
         QCOMPARE(dry->currentData().toLongLong(), 0);
+        QCOMPARE(dry->itemData(1).toLongLong(), -1);
         // The excitation run goes with a dry run: "none" and shut until one is chosen.
         QCOMPARE(excitation->count(), 2);
         QCOMPARE(excitation->currentData().toLongLong(), 0);
         QVERIFY(!excitation->isEnabled());
         QVERIFY(task->currentText().contains("complete cycles"));
         dry->setCurrentIndex(1);
+        QVERIFY(!excitation->isEnabled());  // no arm model: no excitation run either
+        dry->setCurrentIndex(2);
         QVERIFY(excitation->isEnabled());
         QCOMPARE(dry->currentData().toLongLong(), task->currentData().toLongLong());
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
@@ -243,7 +248,7 @@ private slots:
         QVERIFY(!excitation->isEnabled());
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
         QVERIFY2(complete(w, 60000), qPrintable(message(w)));
-        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("Matched signal: as recorded"),
+        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("the arm model fitted on the task's recording"),
                  qPrintable(w->findChild<QLabel*>("derivation")->text()));
         QCOMPARE(w->findChild<QTableWidget*>("thresholdTable")->rowCount(), 6);
         QVERIFY(w->findChild<QLabel*>("derivation")->text().contains("margin"));

@@ -200,6 +200,14 @@ def test_payload(tmp):
         cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate", "--timeout", "300").stdout)
         note = cal["summary"].get("payload_model", "")
         check(note.startswith("fitted from"), "calibration fitted the payload model: %s" % note)
+        # Without a dry run, the default detector with the robot's model matches the deviation from the
+        # arm model fitted on the task's recording itself, less its declared part.
+        arm = cal["summary"].get("arm_model", {})
+        check(arm.get("fitted_on") == "task recording" and arm.get("dry_run") == 0 and arm.get("samples", 0) > 1000 and
+              "less its declared payload" in arm.get("payload", ""),
+              "the arm model is fitted on the task's recording (%s samples; %s)" % (arm.get("samples"), arm.get("payload")))
+        plain = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--no-arm", "--timeout", "300").stdout)
+        check("arm_model" not in plain["summary"], "--no-arm matches the signal as recorded: %s" % plain["summary"].get("arm_model"))
         d.ctl("mode", "cell1", "detect")
         # The same task with a part twice as heavy, declared by the program.
         with open(TASK) as f:
@@ -243,6 +251,10 @@ def test_payload(tmp):
                   str(dry["id"]), check_rc=False)
         check(r.returncode != 0 and "excitation run %d is the dry run itself" % dry["id"] in r.stderr,
               "the dry run as its own excitation run is refused: %s" % r.stderr.strip())
+        r = d.ctl("--json", "call", json.dumps({"cmd": "calibrate", "robot": "cell1", "recording": rec["id"], "dry_run": dry["id"],
+                                                  "no_arm": True}), check_rc=False)
+        check(r.returncode != 0 and "no_arm and dry run %d exclude each other" % dry["id"] in r.stderr,
+              "no_arm with a dry run is refused: %s" % r.stderr.strip())
         r = d.ctl("--json", "calibrate", "cell1", "--recording", str(rec["id"]), "--excitation", str(dry["id"]), check_rc=False)
         check(r.returncode != 0 and "an excitation run is fitted with a dry run: give dry_run too" in r.stderr,
               "an excitation run without a dry run is refused: %s" % r.stderr.strip())

@@ -34,6 +34,7 @@ struct CtlArgs {
     std::int64_t model = 0;
     std::int64_t dry_run = 0;
     std::int64_t excitation = 0;
+    bool no_arm = false;
     double flange_offset = 0;
     bool has_flange_offset = false;
     std::int64_t cycle = -1;
@@ -143,6 +144,7 @@ void register_ctl(CLI::App& app) {
                              if (x.model) r["model"] = x.model;
                              if (x.dry_run) r["dry_run"] = x.dry_run;
                              if (x.excitation) r["excitation"] = x.excitation;
+                             if (x.no_arm) r["no_arm"] = true;
                              return r;
                          },
                          [](const CtlArgs&, const nlohmann::json& j) {
@@ -175,17 +177,24 @@ void register_ctl(CLI::App& app) {
                              }
                              if (s.contains("arm_model")) {
                                  const auto& arm = s.at("arm_model");
-                                 std::printf("matched signal: the deviation from the arm model fitted on dry run %lld (%d samples; "
-                                             "derivatives in operation: order %zu over %zu samples)\n",
-                                             arm.at("dry_run").get<long long>(), arm.value("samples", 0),
-                                             arm.at("causal_order").get<std::size_t>(), arm.at("causal_samples").get<std::size_t>());
+                                 if (arm.value("dry_run", 0LL) != 0) {
+                                     std::printf("matched signal: the deviation from the arm model fitted on dry run %lld (%d samples; "
+                                                 "derivatives in operation: order %zu over %zu samples)\n",
+                                                 arm.at("dry_run").get<long long>(), arm.value("samples", 0),
+                                                 arm.at("causal_order").get<std::size_t>(), arm.at("causal_samples").get<std::size_t>());
+                                 } else {
+                                     std::printf("matched signal: the deviation from the arm model fitted on the task's recording (%d samples, "
+                                                 "%s; derivatives in operation: order %zu over %zu samples)\n",
+                                                 arm.value("samples", 0), arm.value("payload", std::string()).c_str(),
+                                                 arm.at("causal_order").get<std::size_t>(), arm.at("causal_samples").get<std::size_t>());
+                                 }
                                  if (arm.value("excitation", 0LL) != 0) {
                                      std::printf("  and on excitation run %lld\n", arm.at("excitation").get<long long>());
                                  }
                                  for (const auto& pair : arm.value("dependent_joints", nlohmann::json::array())) {
                                      std::printf("warning: joints %d and %d move together in every run of the arm model (velocity correlation "
-                                                 "%.3f): it cannot tell their inertias apart; add an excitation run (--excitation) that moves "
-                                                 "them separately\n",
+                                                 "%.3f): it cannot tell their inertias apart; add a dry run (--dry-run) and an excitation run "
+                                                 "(--excitation) that moves them separately\n",
                                                  pair.at("joints")[0].get<int>(), pair.at("joints")[1].get<int>(),
                                                  pair.at("velocity_correlation").get<double>());
                                  }
@@ -209,6 +218,10 @@ void register_ctl(CLI::App& app) {
         c->add_option("--dry-run", a->dry_run,
                       "Recording id of a dry run of the task (no part, nothing to press): match the deviation from the arm model "
                       "fitted on it (thesis 4.5.1)");
+        c->add_flag("--no-arm", a->no_arm,
+                    "Match the signal as recorded. Without it and without --dry-run, the default detector with the robot's kinematic "
+                    "model matches the deviation from the arm model fitted on the task's recording itself")
+            ->excludes("--dry-run");
         c->add_option("--excitation", a->excitation,
                       "Recording id of an excitation run (each joint moved alone) fitted with the dry run: tells apart joints the "
                       "task always moves together");

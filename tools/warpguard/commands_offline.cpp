@@ -83,7 +83,7 @@ struct CalibrateArgs {
     std::string method = "mdtw";
     std::string model;
     std::string arm;
-    bool arm_from_nominal = false;
+    bool no_arm = false;
     std::string force_frame = "base";
     std::string force = "0,0,-1";
     double min_lever = kDefaultMinLever;
@@ -133,7 +133,13 @@ void run_calibrate(const CalibrateArgs& a) {
     }
     if (opt.method != MatchingMethod::KaMdtw && !a.model.empty()) opt.dynamics_model = load_dh_model(a.model);
     if (!a.arm.empty()) opt.arm = load_json_file(a.arm, "arm model", arm_dynamics_from_json);
-    opt.arm_from_nominal = a.arm_from_nominal;
+    // The default detector with the robot's kinematic model and a signed torque matches the deviation
+    // from the arm's own dynamics, fitted on the nominal recordings, unless a dry-run model is given
+    // or --no-arm asks for the signal itself (docs/detection.md, *The arm model from the calibration
+    // recordings*).
+    const bool arm_from_nominal = !a.no_arm && a.arm.empty() && opt.dynamics_model && opt.detector == DetectorKind::PhaseAware &&
+                                  ref.info().signal == SignalKind::Torque;
+    opt.arm_from_nominal = arm_from_nominal;
     const Profile p = calibrate({a.reference, &ref}, named, opt);
     save_profile(p, a.out);
 
@@ -156,7 +162,7 @@ void run_calibrate(const CalibrateArgs& a) {
                     th.rule1.max_abs, th.rule2.value, th.rule2.max);
     }
     std::printf("from %zu nominal windows in %zu file(s)\n", p.thresholds[0].rule1.samples, a.nominal.size());
-    if (p.arm && a.arm_from_nominal) {
+    if (p.arm && arm_from_nominal) {
         std::printf("matched signal: the deviation from the arm model fitted on %d samples of the nominal recordings (%s)\n",
                     p.arm->derivation.value("samples", 0), p.arm->derivation.value("payload", std::string()).c_str());
         for (const auto& pair : p.arm->derivation.value("dependent_joints", nlohmann::json::array())) {
@@ -525,9 +531,10 @@ void register_calibrate(CLI::App& app) {
                    "gives the phase-aware detector its speed-override model")->check(CLI::ExistingFile);
     cmd->add_option("--arm", args->arm, "The arm's own dynamics JSON (warpguard identify dynamics, fitted on a dry run): match the "
                    "deviation from it, what the task's force adds (thesis 4.5.1), rather than the signal")->check(CLI::ExistingFile);
-    cmd->add_flag("--arm-from-nominal", args->arm_from_nominal,
-                  "Fit the arm model on the nominal recordings themselves (less the declared payload; needs --model) and match the "
-                  "deviation from it: no dry run needed")->excludes("--arm");
+    cmd->add_flag("--no-arm", args->no_arm,
+                  "Match the signal itself. Without it and without --arm, the phase-aware detector with --model and a signed torque "
+                  "fits the arm model on the nominal recordings (less their declared payload) and matches the deviation from it")
+        ->excludes("--arm");
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();
