@@ -583,7 +583,9 @@ public:
         const QJsonObject arm = s.value("arm_model").toObject();
         const qint64 excitation_run = arm.value("excitation").toInteger();
         derivation_->setText(derivation_->text() +
-                             (arm.isEmpty() ? tr(" Matched signal: as recorded.")
+                             (arm.isEmpty() ? (s.contains("arm_model_not_fitted")
+                                                   ? tr(" Matched signal: as recorded (%1).").arg(s.value("arm_model_not_fitted").toString())
+                                                   : tr(" Matched signal: as recorded."))
                               : arm.value("dry_run").toInteger() == 0
                                   ? tr(" Matched signal: the deviation from the arm model fitted on the task's recording (%1 samples).")
                                         .arg(arm.value("samples").toInt())

@@ -276,6 +276,9 @@ json calibrate_command(DaemonContext& c, const json& request) {
                                 {"causal_samples", profile.arm->causal_samples},
                                 {"joints", profile.arm->derivation.value("joints", json::array())}};
     }
+    if (!profile.arm && profile.calibration.contains("arm_model")) {
+        summary["arm_model_not_fitted"] = profile.calibration.at("arm_model").value("not_fitted", std::string());
+    }
     const std::int64_t id = c.store.add_profile(session->id(), recording_id, summary, to_json(profile).dump());
     EventRecord e;
     e.robot = session->id();

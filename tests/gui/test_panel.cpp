@@ -221,9 +221,9 @@ private slots:
         QVERIFY(rate->text().contains("10,000"));
         w->findChild<QSlider*>("sensitivity")->setValue(2);
         // The task's recording is the one just kept; a dry run is optional ("none" first: the arm
-        // model is then fitted on the task's recording, the robot having a kinematic model since
-        // step 5; "no arm model" second), and the same recording as both is refused by the panel
-        // before anything is sent.
+        // model is then fitted on the task's recording where the robot declares its payload, which
+        // this one does not; "no arm model" second), and the same recording as both is refused by
+        // the panel before anything is sent.
         auto* task = w->findChild<QComboBox*>("taskRecording");
         auto* dry = w->findChild<QComboBox*>("dryRun");
         auto* excitation = w->findChild<QComboBox*>("excitationRun");
@@ -248,7 +248,7 @@ private slots:
         QVERIFY(!excitation->isEnabled());
         QTest::mouseClick(w->findChild<QPushButton*>("calibrateButton"), Qt::LeftButton);
         QVERIFY2(complete(w, 60000), qPrintable(message(w)));
-        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("the arm model fitted on the task's recording"),
+        QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("Matched signal: as recorded (the recordings do not declare the payload"),
                  qPrintable(w->findChild<QLabel*>("derivation")->text()));
         QCOMPARE(w->findChild<QTableWidget*>("thresholdTable")->rowCount(), 6);
         QVERIFY(w->findChild<QLabel*>("derivation")->text().contains("margin"));

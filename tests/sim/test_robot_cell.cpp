@@ -987,4 +987,13 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
     Recording undeclared = loaded;
     undeclared.payload.clear();
     CHECK_THROWS_WITH(unload_payload(*profile.payload, undeclared), Catch::Contains("declares no payload"));
+    // A robot that does not send its payload: the part is unknown to an arm model, and calibration
+    // matches the signal as recorded, saying why.
+    Recording undeclared_reference = reference, undeclared_calibration = calibration;
+    undeclared_reference.payload.clear();
+    undeclared_calibration.payload.clear();
+    const NamedRecording undeclared_nominal{"calibration.csv", &undeclared_calibration};
+    const Profile plain = calibrate({"reference.csv", &undeclared_reference}, std::span<const NamedRecording>(&undeclared_nominal, 1), options);
+    CHECK_FALSE(plain.arm.has_value());
+    CHECK(plain.calibration.at("arm_model").at("not_fitted").get<std::string>().find("do not declare the payload") != std::string::npos);
 }

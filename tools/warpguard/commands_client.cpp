@@ -175,6 +175,9 @@ void register_ctl(CLI::App& app) {
                              } else {
                                  std::printf("detector published (thesis 3.2.3)\n");
                              }
+                             if (s.contains("arm_model_not_fitted")) {
+                                 std::printf("matched signal: as recorded (%s)\n", s.at("arm_model_not_fitted").get<std::string>().c_str());
+                             }
                              if (s.contains("arm_model")) {
                                  const auto& arm = s.at("arm_model");
                                  if (arm.value("dry_run", 0LL) != 0) {

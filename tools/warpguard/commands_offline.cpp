@@ -173,6 +173,9 @@ void run_calibrate(const CalibrateArgs& a) {
     } else if (p.arm) {
         std::printf("matched signal: the deviation from the arm model %s (fitted on %d dry-run samples)\n", a.arm.c_str(),
                     p.arm->derivation.value("samples", 0));
+    } else if (arm_from_nominal) {
+        std::printf("matched signal: as recorded (%s)\n",
+                    p.calibration.value("arm_model", nlohmann::json::object()).value("not_fitted", std::string()).c_str());
     }
     if (p.kinematics) {
         std::string scaled;
@@ -532,8 +535,9 @@ void register_calibrate(CLI::App& app) {
     cmd->add_option("--arm", args->arm, "The arm's own dynamics JSON (warpguard identify dynamics, fitted on a dry run): match the "
                    "deviation from it, what the task's force adds (thesis 4.5.1), rather than the signal")->check(CLI::ExistingFile);
     cmd->add_flag("--no-arm", args->no_arm,
-                  "Match the signal itself. Without it and without --arm, the phase-aware detector with --model and a signed torque "
-                  "fits the arm model on the nominal recordings (less their declared payload) and matches the deviation from it")
+                  "Match the signal itself. Without it and without --arm, the phase-aware detector with --model, a signed torque "
+                  "and recordings that declare the payload fits the arm model on the nominal recordings (less their declared "
+                  "payload) and matches the deviation from it")
         ->excludes("--arm");
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();

@@ -94,6 +94,9 @@ struct CalibrationOptions {
     // own forces stay in the fit's data, but a rigid-body model of the arm can take up only what is
     // a function of the angles and their derivatives; and a task that jolts one joint alone (a
     // snap-fit) shows the fit that joint's inertia, which a dry run of the same program does not.
+    // Only where every load is known: recordings that do not declare the payload, or whose declared
+    // payload changes without a usable payload model, are calibrated as recorded, and the profile's
+    // calibration["arm_model"]["not_fitted"] says why.
     bool arm_from_nominal = false;
     // Dry friction per joint the recordings already have taken off, signal units (empty: none).
     // Calibrating with `arm` sets it to the arm model's Coulomb terms (arm_coulomb) for the
