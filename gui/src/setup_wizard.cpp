@@ -455,7 +455,8 @@ public:
         dry_run_->setObjectName("dryRun");
         dry_run_->setToolTip(tr("The detector matches the deviation from the arm's own dynamics: it stops sooner than on the "
                                 "signal as recorded. Without a dry run (the task's program with no part and nothing to press) "
-                                "the arm model is fitted on the task's recording itself, when the robot has a kinematic model."));
+                                "the arm model is fitted on the task's recording itself, when the robot has a kinematic model and its "
+                                "program declares its payload."));
         // With a dry run, optionally an excitation run: each joint moved alone, fitted with the dry
         // run so that joints the task always moves together are told apart (docs/identification.md,
         // "The excitation run").

@@ -196,10 +196,11 @@ void register_ctl(CLI::App& app) {
                                  }
                                  for (const auto& pair : arm.value("dependent_joints", nlohmann::json::array())) {
                                      std::printf("warning: joints %d and %d move together in every run of the arm model (velocity correlation "
-                                                 "%.3f): it cannot tell their inertias apart; add a dry run (--dry-run) and an excitation run "
-                                                 "(--excitation) that moves them separately\n",
+                                                 "%.3f): it cannot tell their inertias apart; add %s that moves them separately\n",
                                                  pair.at("joints")[0].get<int>(), pair.at("joints")[1].get<int>(),
-                                                 pair.at("velocity_correlation").get<double>());
+                                                 pair.at("velocity_correlation").get<double>(),
+                                                 arm.value("dry_run", 0LL) != 0 ? "an excitation run (--excitation)"
+                                                                                 : "a dry run (--dry-run) and an excitation run (--excitation)");
                                  }
                              }
                              if (j.contains("status")) std::printf("activated\n");
