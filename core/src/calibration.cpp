@@ -740,7 +740,7 @@ Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::sp
     std::vector<Recording> unloaded;
     unloaded.reserve(nominal.size());
     for (const auto& nom : nominal) {
-        unloaded.push_back(payload && nom.recording->declares_payload() ? unload_payload(*payload, *nom.recording) : *nom.recording);
+        unloaded.push_back(payload ? unload_payload(*payload, *nom.recording) : *nom.recording);  // every one declares it (above)
     }
     std::vector<const Recording*> runs;
     for (const auto& r : unloaded) runs.push_back(&r);
@@ -756,6 +756,11 @@ Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::sp
 }
 
 }  // namespace
+
+bool arm_from_nominal_applies(const CalibrationOptions& options, const Recording& reference) {
+    return options.dynamics_model && options.detector == DetectorKind::PhaseAware && options.method == MatchingMethod::Mdtw &&
+           reference.info().signal == SignalKind::Torque;
+}
 
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                   const CalibrationOptions& options) {

@@ -202,8 +202,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     }
     const std::string path = meta->at("path").get<std::string>();
     const Recording rec = read_recording(path);
-    options.arm_from_nominal = dry_id == 0 && !no_arm && options.dynamics_model && options.detector == DetectorKind::PhaseAware &&
-                               options.method == MatchingMethod::Mdtw && rec.info().signal == SignalKind::Torque;
+    options.arm_from_nominal = dry_id == 0 && !no_arm && arm_from_nominal_applies(options, rec);
     const auto cycles = rec.complete_cycles();
     const std::size_t wanted = std::max<std::size_t>(options.reference_cycles, kMinReferenceCycles);
     if (cycles.size() < wanted + 1) {

@@ -137,8 +137,7 @@ void run_calibrate(const CalibrateArgs& a) {
     // from the arm's own dynamics, fitted on the nominal recordings, unless a dry-run model is given
     // or --no-arm asks for the signal itself (docs/detection.md, *The arm model from the calibration
     // recordings*).
-    const bool arm_from_nominal = !a.no_arm && a.arm.empty() && opt.dynamics_model && opt.detector == DetectorKind::PhaseAware &&
-                                  ref.info().signal == SignalKind::Torque;
+    const bool arm_from_nominal = !a.no_arm && a.arm.empty() && arm_from_nominal_applies(opt, ref);
     opt.arm_from_nominal = arm_from_nominal;
     const Profile p = calibrate({a.reference, &ref}, named, opt);
     save_profile(p, a.out);

@@ -111,6 +111,12 @@ struct NamedRecording {
     const Recording* recording = nullptr;
 };
 
+// Whether the default of `warpguard calibrate` and of the daemon's calibrate, an arm model fitted on
+// the nominal recordings (CalibrationOptions::arm_from_nominal), is open to these options and this
+// reference: the phase-aware mDTW detector with the robot's kinematic model and a signed torque.
+// Whether it is then fitted also depends on the declared payload (see arm_from_nominal).
+bool arm_from_nominal_applies(const CalibrationOptions& options, const Recording& reference);
+
 // Extreme-value fits to per-cycle maxima (the phase-aware margin and CUSUM limit). Each gives the
 // value exceeded once in `cycles_per_exceedance` cycles, with its scale at the one-sided 95 % upper
 // confidence bound (large-sample spread of the scale estimate), so a short recording widens it.
