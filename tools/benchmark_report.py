@@ -258,8 +258,12 @@ def main():
     lines += ["### Detection delay of the default by kind of contact", "",
               "Contacts of at most 60 ms are the impacts, longer ones the pushes that ramp up over 0.2–1 s (their",
               "force is small when they begin, so the delay is the time the force takes to rise above the phase's",
-              "nominal range). Median / p95 delay of the detected ones, and how many were detected, per kind.", "",
-              "| robot | variant | impacts | pushes |", "|---|---|---:|---:|"]
+              "nominal range). Median / p95 delay of the detected ones, and how many were detected, per kind;",
+              "then the contact force at the first STOP of the detected pushes, median / p95 (from the simulator's",
+              "contact, `force_at_detection` in the evaluation), against the median peak force of all pushes: how",
+              "far a push had got when the robot was told to stop.", "",
+              "| robot | variant | impacts | pushes | pushes: force at the stop | pushes: peak force |",
+              "|---|---|---:|---:|---:|---:|"]
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
             col = load(f"{suite}/{robot}/{collisions}.phase.evaluation.json")
@@ -275,7 +279,12 @@ def main():
                     cells.append(f"{ms(percentile(delays, 0.5))} / {ms(percentile(delays, 0.95))} ({len(delays)}/{len(group)})")
                 else:
                     cells.append(f"- (0/{len(group)})")
-            lines.append(f"| {robot} | {label} | {cells[0]} | {cells[1]} |")
+            pushes = [c for c in details if c["samples"] * period > 0.06]
+            forces = sorted(c["force_at_detection"] for c in pushes if c["detected"])
+            peaks = sorted(c["peak_force"] for c in pushes)
+            cells.append(f"{percentile(forces, 0.5):.0f} N / {percentile(forces, 0.95):.0f} N" if forces else "-")
+            cells.append(f"{percentile(peaks, 0.5):.0f} N" if peaks else "-")
+            lines.append(f"| {robot} | {label} | {' | '.join(cells)} |")
     lines.append("")
 
     # Sensitivity curves per rule, from the peak-force bins of the collision runs.
