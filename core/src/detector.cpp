@@ -307,6 +307,25 @@ AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partn
     return {0.0, partner};
 }
 
+Detector::Judged Detector::judged(std::size_t joint) const {
+    if (updates_ == 0) return {};
+    const double newest = windows_[joint * profile_.window + profile_.window - 1];
+    const JointEvaluation& ev = evaluations_[joint];
+    const double scale = profile_.method == MatchingMethod::KaMdtw ? levers_[joint] : 1.0;
+    Judged out;
+    if (profile_.detector == DetectorKind::PhaseAware && profile_.phase) {
+        const std::size_t partner = ev.shared.partner;
+        out.offset = newest - correction_[joint] - expected(joint, partner);
+        out.band = ev.phase_threshold + ev.friction_band + ev.payload_band;
+    } else {
+        out.offset = ev.rule1.deviation;
+        out.band = profile_.thresholds[joint].rule1.value;
+    }
+    out.offset *= scale;
+    out.band *= scale;
+    return out;
+}
+
 void Detector::reset() {
     updates_ = 0;
     head_ = 0;

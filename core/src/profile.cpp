@@ -27,6 +27,20 @@ DetectorKind parse_detector_kind(const std::string& text) {
     throw std::invalid_argument(fmt::format("detector '{}' is not known; expected phase-aware or published", text));
 }
 
+std::string describe_matched_signal(const Profile& profile) {
+    const std::string signal = profile.signal == SignalKind::Current ? "motor current" : "torque";
+    std::string out;
+    if (profile.arm) {
+        const std::string where = profile.arm->derivation.value("fitted_on", std::string());
+        out = fmt::format("the {} less the arm model{}", signal, where.empty() ? std::string() : " fitted on " + where);
+    } else {
+        out = fmt::format("the {} as recorded", signal);
+    }
+    if (profile.payload) out += ", less the declared payload's torque";
+    if (profile.method == MatchingMethod::KaMdtw) out += ", divided by the lever lengths (KA-mDTW)";
+    return out;
+}
+
 void Profile::validate() const {
     if (joints == 0) throw std::invalid_argument("profile has 0 joints");
     if (window < 2) throw std::invalid_argument(fmt::format("profile window is {} samples; mDTW needs >= 2", window));

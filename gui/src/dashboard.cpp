@@ -57,10 +57,14 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     row->addWidget(joint_);
     row->addWidget(resume_);
     dl->addLayout(row);
+    matched_ = new QLabel(detail);
+    matched_->setObjectName("matchedSignal");
+    matched_->setWordWrap(true);
+    dl->addWidget(matched_);
     chart_ = make_chart(tr("Live signal"), tr("robot time (s)"), tr("torque (Nm)"), detail);
     chart_.view->setObjectName("liveChart");
     signal_ = add_series(chart_, tr("measured"), QColor(200, 30, 30), 2.0);
-    reference_ = add_series(chart_, tr("matched reference"), QColor(30, 90, 200), 2.0);
+    reference_ = add_series(chart_, tr("reference where it matched"), QColor(30, 90, 200), 2.0);
     upper_ = add_series(chart_, tr("threshold band"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     lower_ = add_series(chart_, QString(), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     chart_.chart->legend()->markers(lower_).first()->setVisible(false);
@@ -170,8 +174,18 @@ void Dashboard::selectRobot(const QString& id) {
 
 void Dashboard::load_reference() {
     reference_info_ = {};
+    matched_->clear();
     link_->request({{"cmd", "reference"}, {"robot", selected_}}, [this](const QJsonObject& a, const QString& error) {
-        if (error.isEmpty()) reference_info_ = a.value("reference").toObject();
+        if (!error.isEmpty()) return;
+        reference_info_ = a.value("reference").toObject();
+        const QString matched = reference_info_.value("matched").toString();
+        if (!matched.isEmpty()) {
+            matched_->setText(tr("Judged: %1 (profile %2, %3 detector). The chart shows the reference and the threshold band "
+                                 "in the robot's own units.")
+                                  .arg(matched)
+                                  .arg(reference_info_.value("profile").toInteger())
+                                  .arg(reference_info_.value("detector").toString()));
+        }
     });
 }
 
@@ -197,7 +211,7 @@ void Dashboard::on_feed(const QJsonObject& feed) {
     if (feed.value("feed").toString() != selected_) return;
     for (const auto& v : feed.value("points").toArray()) {
         const QJsonObject p = v.toObject();
-        points_.push_back({p.value("t").toDouble(), p.value("signal").toArray(), p.value("reference").toArray(), p.value("ref_end").toArray()});
+        points_.push_back({p.value("t").toDouble(), p.value("signal").toArray(), p.value("reference").toArray(), p.value("band").toArray()});
     }
     while (points_.size() > 600) points_.pop_front();
     redraw();
@@ -207,15 +221,14 @@ void Dashboard::redraw() {
     const int j = std::max(0, joint_->currentIndex());
     chart_.y->setTitleText(tr("joint %1 %2 (%3)").arg(j + 1).arg(unit_ == "A" ? tr("current") : tr("torque")).arg(unit_));
     QList<QPointF> s, r, up, lo;
-    const QJsonArray theta = reference_info_.value("thresholds").toArray();
-    const QJsonArray phase = reference_info_.value("phase_theta1").toArray();
     for (const Point& p : points_) {
         if (j >= p.signal.size()) continue;
         s.append({p.t, p.signal[j].toDouble()});
+        // The daemon sends the reference and band in the robot's own units, whatever the detector
+        // matches (Detector::judged); null where nothing was judged.
         if (j < p.reference.size() && !p.reference[j].isNull()) {
             const double ref = p.reference[j].toDouble();
-            double band = theta.size() > j ? theta[j].toObject().value("theta1").toDouble() : 0.0;
-            if (phase.size() > j) band = phase[j].toArray().at(p.ref_end.at(j).toInt()).toDouble(band);
+            const double band = p.band.at(j).toDouble(0.0);
             r.append({p.t, ref});
             if (band > 0) {
                 up.append({p.t, ref + band});

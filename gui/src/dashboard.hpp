@@ -57,6 +57,7 @@ private:
     QMap<QString, QPushButton*> tile_;
     QString selected_;
     QLabel* detail_title_;
+    QLabel* matched_;  // what the detector matches, from the `reference` answer
     QComboBox* joint_;
     QPushButton* resume_;
     Chart chart_;
@@ -65,7 +66,7 @@ private:
     EvidenceDialog* last_evidence_ = nullptr;
     struct Point {
         double t;
-        QJsonArray signal, reference, ref_end;
+        QJsonArray signal, reference, band;
     };
     std::deque<Point> points_;
     QJsonObject reference_info_;  // the selected robot's `reference` answer

@@ -76,6 +76,15 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
                               .arg(limit > 0 ? value / limit : 0.0, 0, 'f', 2));
         layout->insertWidget(1, decision);
     }
+    // What the windows below are: the signal as the detector matched it (events stored before
+    // 2026-11-27 do not say).
+    int at = 2;  // where the next widget goes, under the headline and the decision
+    if (evidence.contains("matched")) {
+        auto* matched = new QLabel(tr("Matched signal: %1. The windows below are in that form.").arg(evidence.value("matched").toString()), this);
+        matched->setObjectName("evidenceMatched");
+        matched->setWordWrap(true);
+        layout->insertWidget(at++, matched);
+    }
 
     // Rule values against thresholds, every joint.
     auto* table = new QTableWidget(joints.size(), 6, this);
@@ -127,8 +136,8 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
         tabs->addTab(c.view, tr("joint %1%2").arg(j.value("joint").toInt()).arg(j.value("joint").toInt() == stop_joint ? " ●" : ""));
     }
     tabs->setCurrentIndex(std::max(0, stop_joint - 1));
-    layout->insertWidget(2, tabs, 3);
-    layout->insertWidget(3, table, 1);
+    layout->insertWidget(at, tabs, 3);
+    layout->insertWidget(at + 1, table, 1);
     loaded_ = true;
     emit evidenceLoaded();
 }

@@ -65,6 +65,7 @@ json feed_point(const FeedPoint& p) {
             {"fired", p.fired},
             {"signal", std::vector<double>(p.signal.begin(), p.signal.begin() + n)},
             {"reference", std::vector<double>(p.reference.begin(), p.reference.begin() + n)},
+            {"band", std::vector<double>(p.band.begin(), p.band.begin() + n)},
             {"rule1", std::vector<double>(p.rule1.begin(), p.rule1.begin() + n)},
             {"rule2", std::vector<double>(p.rule2.begin(), p.rule2.begin() + n)},
             {"ref_start", std::vector<std::uint32_t>(p.ref_start.begin(), p.ref_start.begin() + n)},

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -437,6 +438,9 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
     point.fired = 0;
     point.would_stop = false;
     std::copy_n(f.signal.begin(), f.joints, point.signal.begin());
+    // Nothing judged (recording, idle, held): no reference to show (null in the feed).
+    point.reference.fill(std::numeric_limits<double>::quiet_NaN());
+    point.band.fill(0.0);
 
     switch (mode_) {
         case Mode::Idle: break;
@@ -465,8 +469,9 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
             const auto evaluations = detector_->evaluations();
             for (std::size_t j = 0; j < evaluations.size() && j < protocol::kMaxJoints; ++j) {
                 const JointEvaluation& ev = evaluations[j];
-                const auto ref = detector_->reference(j);
-                point.reference[j] = ref[std::min(ev.rule1.partner, ref.size() - 1)];
+                const Detector::Judged judged = detector_->judged(j);
+                point.reference[j] = f.signal[j] - judged.offset;
+                point.band[j] = judged.band;
                 point.rule1[j] = ev.rule1.magnitude();
                 point.rule2[j] = ev.rule2;
                 point.ref_start[j] = static_cast<std::uint32_t>(ev.ref_start);
@@ -645,10 +650,12 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
     nlohmann::json joints = nlohmann::json::array();
     std::vector<JointThresholds> thresholds;
     std::vector<double> phase_theta1;  // the phase-aware threshold where the window matched
+    std::string matched;
     {
         std::lock_guard lk(mutex_);
         if (detector_) {
             thresholds = detector_->profile().thresholds;
+            matched = describe_matched_signal(detector_->profile());
             if (const auto& ph = detector_->profile().phase) {
                 for (std::size_t j = 0; j < e.joints && j < ph->rule1.size(); ++j) {
                     phase_theta1.push_back(ph->rule1[j][std::min<std::size_t>(e.span_end[j], ph->rule1[j].size() - 1)]);
@@ -673,7 +680,9 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
         }
         joints.push_back(std::move(jj));
     }
-    return {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
+    nlohmann::json out = {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
+    if (!matched.empty()) out["matched"] = matched;
+    return out;
 }
 
 void RobotSession::flush() {
@@ -999,7 +1008,8 @@ nlohmann::json RobotSession::reference_summary() {
         joints.push_back({{"joint", j + 1}, {"theta1", p.thresholds[j].rule1.value}, {"theta2", p.thresholds[j].rule2.value}});
     }
     nlohmann::json out = {{"profile", profile_id}, {"window", p.window}, {"reference_samples", p.reference.size()},
-                          {"reference", p.reference.tau}, {"thresholds", joints}, {"detector", to_string(p.detector)}};
+                          {"reference", p.reference.tau}, {"thresholds", joints}, {"detector", to_string(p.detector)},
+                          {"matched", describe_matched_signal(p)}};
     if (p.phase) out["phase_theta1"] = p.phase->rule1;  // per joint, per reference sample
     return out;
 }

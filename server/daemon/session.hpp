@@ -80,7 +80,11 @@ struct FeedPoint {
     std::uint8_t fired = 0;
     std::size_t joints = 0;
     std::array<double, protocol::kMaxJoints> signal{};
-    std::array<double, protocol::kMaxJoints> reference{};  // reference value paired with the newest sample
+    // The reference value paired with the newest sample and the width the rules allow around it,
+    // in the units the robot sends (Detector::judged: the measured value less its judged offset),
+    // whatever the detector matches (the arm model's deviation, the payload taken off, KA scaling).
+    std::array<double, protocol::kMaxJoints> reference{};
+    std::array<double, protocol::kMaxJoints> band{};
     std::array<double, protocol::kMaxJoints> rule1{};      // |deviation|
     std::array<double, protocol::kMaxJoints> rule2{};
     std::array<std::uint32_t, protocol::kMaxJoints> ref_start{};

@@ -29,7 +29,10 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
+#include <vector>
 
 #include <sys/prctl.h>
 
@@ -294,6 +297,30 @@ private slots:
         QTest::qWait(1200);  // the live chart shows the stop
         QVERIFY2(live_points(&window, "liveChart", 0) > 50, "the dashboard's live chart shows no signal");
         QVERIFY2(live_points(&window, "liveChart", 1) > 10, "the dashboard's live chart shows no matched reference");
+        {
+            // The reference and band are drawn in the robot's own units, whatever the detector
+            // matches: in the samples before the stop the measured torque lies near the reference,
+            // well inside the band (series 0 measured, 1 reference, 2 upper band).
+            auto* view = window.findChild<QChartView*>("liveChart");
+            const auto series = [&](int k) { return qobject_cast<QXYSeries*>(view->chart()->series().at(k))->points(); };
+            const QList<QPointF> measured = series(0), reference = series(1), upper = series(2);
+            QVERIFY2(upper.size() == reference.size(), "the band is not drawn with the reference");
+            std::vector<double> off, band;
+            for (int k = 0, i = 0; k < reference.size() && k < reference.size() - 60; ++k) {  // the last 60 include the stop
+                while (i < measured.size() && measured[i].x() < reference[k].x()) ++i;
+                if (i >= measured.size() || measured[i].x() != reference[k].x()) continue;
+                off.push_back(std::abs(measured[i].y() - reference[k].y()));
+                band.push_back(upper[k].y() - reference[k].y());
+            }
+            QVERIFY2(off.size() > 10, qPrintable(QString("only %1 reference points before the stop").arg(off.size())));
+            std::sort(off.begin(), off.end());
+            std::sort(band.begin(), band.end());
+            const double off_median = off[off.size() / 2], band_median = band[band.size() / 2];
+            QVERIFY2(band_median > 0 && off_median < band_median,
+                     qPrintable(QString("measured vs reference: median %1 off, median band %2").arg(off_median).arg(band_median)));
+            const QString matched = window.findChild<QLabel*>("matchedSignal")->text();
+            QVERIFY2(matched.contains("Judged: the torque as recorded"), qPrintable(matched));
+        }
         shot(&window, "dashboard-stop");
         const qint64 stop_id = events->item(stop_row, 0)->text().toLongLong();
         events->setCurrentCell(stop_row, 0);
@@ -304,6 +331,8 @@ private slots:
         QVERIFY(ev->windowTitle().contains(QString::number(stop_id)));
         QCOMPARE(ev->findChild<QTableWidget*>("evidenceRules")->rowCount(), 6);
         QVERIFY2(ev->findChild<QLabel*>("evidenceDecision")->text().contains("limit"), qPrintable(ev->findChild<QLabel*>("evidenceDecision")->text()));
+        QVERIFY2(ev->findChild<QLabel*>("evidenceMatched") && ev->findChild<QLabel*>("evidenceMatched")->text().contains("the torque as recorded"),
+                 "the evidence does not say what signal was matched");
         QVERIFY(ev->findChild<QTabWidget*>("evidenceCharts")->count() == 6);
         shot(ev, "evidence");
         ev->close();

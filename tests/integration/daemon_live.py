@@ -6,7 +6,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
 TEST is one of: refusals, detect, kill9, identify, payload. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
-import json, os, signal, socket, subprocess, sys, tempfile, time
+import json, os, signal, socket, subprocess, sys, tempfile, threading, time
 
 BUILD, SOURCE, TEST = sys.argv[1], sys.argv[2], sys.argv[3]
 DAEMON = os.path.join(BUILD, "server", "warpguardd")
@@ -169,6 +169,33 @@ def test_refusals(tmp):
         d.stop()
 
 
+class FeedReader:
+    """A control-API subscriber collecting one robot's feed points in a thread (as the panel does)."""
+
+    def __init__(self, port, robot):
+        self.points, self.sock = [], socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.file = self.sock.makefile("r")
+        for request in ({"cmd": "hello", "token": TOKEN, "client": "feed-test"}, {"cmd": "subscribe", "feed": [robot], "decimate": 1}):
+            self.sock.sendall((json.dumps(request) + "\n").encode())
+            answer = json.loads(self.file.readline())
+            check(answer.get("ok", True) is not False, "subscribe answered %s" % answer)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        try:
+            for line in self.file:
+                message = json.loads(line)
+                if "feed" in message:
+                    self.points.extend(message["points"])
+        except (OSError, ValueError):
+            pass
+
+    def close(self):
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
 def test_payload(tmp):
     """A robot configured to declare its payload: the handshake must say so, recordings carry the
     payload, calibration with the robot's identified model fits the payload model, and in DETECT a
@@ -212,14 +239,32 @@ def test_payload(tmp):
         # The same task with a part twice as heavy, declared by the program.
         with open(TASK) as f:
             part = max(step.get("grasp", 0) for step in json.load(f)["steps"])
+        feed = FeedReader(d.control_port, "cell1")
         sim, report = run_sim(d, tmp, "--cycles", "4", "--speed", "4", "--seed", "8", "--timeout-ms", "100", "--declare-payload",
                               "--payload", str(2 * part))
         sim.wait(timeout=120)
+        time.sleep(0.3)  # the last feed push
+        feed.close()
         with open(report) as f:
             r = json.load(f)
         stops = [s for s in r["stops"] if s["reason"] == "STOP reply"]
         check(r["timeouts"] == 0, "no reply missed the robot's timeout (%d)" % r["timeouts"])
         check(len(stops) == 0, "4 cycles with a declared part of %.1f kg (reference %.1f kg): %d stops" % (2 * part, part, len(stops)))
+        # The feed the panel draws: the detector matches the torque less the arm model and the part,
+        # yet the reference and band come in the robot's own units, around the measured torque.
+        judged = [(p["signal"][j], p["reference"][j], p["band"][j]) for p in feed.points for j in (1, 2)
+                  if p["reference"][j] is not None]
+        check(len(judged) > 1000, "feed points with a judged reference: %d of %d" % (len(judged), 2 * len(feed.points)))
+        off = sorted(abs(sig - ref) for sig, ref, _ in judged)
+        band = sorted(b for _, _, b in judged)
+        level = sorted(abs(sig) for sig, _, _ in judged)
+        median = lambda v: v[len(v) // 2]
+        check(median(band) > 0 and median(off) < median(band) and median(level) > 5 * median(band),
+              "joints 2-3 in the feed: median |signal - reference| %.3f Nm, median band %.3f Nm, median |signal| %.2f Nm" %
+              (median(off), median(band), median(level)))
+        ref = d.call({"cmd": "reference", "robot": "cell1"})["reference"]
+        check(ref.get("matched", "").startswith("the torque less the arm model fitted on") and "declared payload" in ref["matched"],
+              "the reference answer says what is matched: %s" % ref.get("matched"))
         # A dry run of the task (the same program, no part): the daemon fits the arm's own dynamics to
         # it and calibrates a profile on the deviation from them (calibrate --dry-run, issue 6).
         d.ctl("mode", "cell1", "shadow")

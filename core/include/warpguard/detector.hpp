@@ -117,6 +117,20 @@ public:
     bool has_payload_model() const { return profile_.payload.has_value(); }
     bool payload_declared() const { return payload_active_; }
     double payload_taken_off(std::size_t joint) const { return payload_applied_[joint]; }
+
+    // The newest sample's place against the reference, for a display in the units the robot sent
+    // (before the arm model, the declared payload and KA-mDTW's lever scaling were taken off): how
+    // far the newest matched sample lies from the reference value it was judged against (the
+    // shared partner's expected value and the learned drift for the phase-aware detector, the
+    // joint's own partner for the published one), and the width it may lie off before a rule
+    // counts it (the threshold at that phase, with the friction and payload bands the phase-aware
+    // detector forgave there), both times the joint's lever length for KA-mDTW. The measured value
+    // less `offset` is what the robot would have sent had it matched the reference exactly.
+    struct Judged {
+        double offset = 0.0;
+        double band = 0.0;
+    };
+    Judged judged(std::size_t joint) const;
     // The speed ratio has enough evidence behind it since the stream began to be believed.
     bool speed_settled() const { return speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled; }
     // Phase-aware, with a speed model: the running speed is not the recorded one (beyond the

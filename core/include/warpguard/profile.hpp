@@ -130,6 +130,11 @@ struct Profile {
     void validate() const;
 };
 
+// What the profile's detector matches, in words for a display: the signal as recorded or less the
+// arm model (and where that was fitted), less the declared payload's torque, divided by the lever
+// lengths for KA-mDTW.
+std::string describe_matched_signal(const Profile& profile);
+
 nlohmann::json to_json(const Profile& profile);
 Profile profile_from_json(const nlohmann::json& j);  // validates; throws std::invalid_argument
 void save_profile(const Profile& profile, const std::string& path);
