@@ -99,8 +99,10 @@ run_ka() {
     record "$dir/$task-calibration.csv" --robot "$r" --task "$t" --cycles 40 --seed $((seed + 22))
     record "$dir/$task-nominal.csv" --robot "$r" --task "$t" --cycles 60 --seed $((seed + 23))
     record "$dir/$task-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 24)) --contacts 50
+    # Both methods as a user calibrates them: the arm model from the calibration recordings; mDTW takes
+    # the declared part's torque off, KA-mDTW keeps it (its lever lengths scale the part's force).
     "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
-      --model "$dir/model.json" --no-arm --out "$dir/$task-mdtw.json" > "$dir/$task-mdtw.txt"
+      --model "$dir/model.json" --out "$dir/$task-mdtw.json" > "$dir/$task-mdtw.txt"
     "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
       --method ka-mdtw --model "$dir/model.json" --out "$dir/$task-ka.json" > "$dir/$task-ka.txt"
     for run in nominal collisions; do
@@ -109,17 +111,17 @@ run_ka() {
     done
     /usr/bin/python3 tools/ka_matching.py "$wg" "$dir/$task-reference.csv" "$dir/$task-nominal.csv" "$dir/$task-mdtw.json" \
       "$dir/$task-ka.json" "$task" > "$dir/$task-matching.json"
-    # Both methods again on the deviation from the arm's own dynamics (thesis 4.5.1): a dry run of
-    # the task - the same program with no part and presses of 1e-9 N (tools/dry_task.py), 20 cycles
-    # with every variant, its own seed - gives the arm model (warpguard identify dynamics);
-    # calibration and the detector then match the recordings less what that model expects.
+    # Both methods again on the same signal, the deviation from the arm's own dynamics with the
+    # part's torque left in (thesis 4.5.1): a dry run of the task - the same program with no part and
+    # presses of 1e-9 N (tools/dry_task.py), 20 cycles with every variant, its own seed - gives the
+    # arm model (warpguard identify dynamics); mDTW with --keep-payload, as KA-mDTW always does.
     /usr/bin/python3 tools/dry_task.py "$t" "$dir/$task-dry-task.json"
     record "$dir/$task-dry.csv" --robot "$r" --task "$dir/$task-dry-task.json" --cycles 20 --seed $((seed + 25)) --payload 0
     "$wg" identify dynamics --dry-run "$dir/$task-dry.csv" --model "$dir/model.json" --out "$dir/$task-arm.json" > "$dir/$task-arm.txt"
     local method
     for method in mdtw ka; do
       "$wg" calibrate --reference "$dir/$task-reference.csv" --reference-cycles 2 --nominal "$dir/$task-calibration.csv" \
-        --method "$([ $method = ka ] && echo ka-mdtw || echo mdtw)" --model "$dir/model.json" --arm "$dir/$task-arm.json" \
+        --method "$([ $method = ka ] && echo ka-mdtw || echo mdtw)" --model "$dir/model.json" --arm "$dir/$task-arm.json" --keep-payload \
         --out "$dir/$task-arm-$method.json" > "$dir/$task-arm-$method.txt"
       for run in nominal collisions; do
         "$wg" evaluate --profile "$dir/$task-arm-$method.json" "$dir/$task-$run.csv" --out "$dir/$task-$run.arm-$method.evaluation.json"

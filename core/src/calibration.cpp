@@ -681,10 +681,10 @@ Profile calibrate_on_arm_deviation(const NamedRecording& reference, std::span<co
 // calibrate() with the arm model fitted on the nominal recordings (CalibrationOptions::arm_from_nominal).
 Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                                         const CalibrationOptions& options) {
-    if (!options.dynamics_model) {
+    if (!options.dynamics_model && !options.kinematics) {
         throw std::invalid_argument("fitting the arm model on the nominal recordings needs the robot's kinematic model (--model)");
     }
-    const DhModel& model = *options.dynamics_model;
+    const DhModel& model = options.dynamics_model ? *options.dynamics_model : options.kinematics->model;
     const Recording& ref_rec = *reference.recording;
     if (ref_rec.info().signal != SignalKind::Torque) {
         throw std::invalid_argument(fmt::format("the arm model needs a signed torque signal; {} has '{}'", reference.name,
@@ -758,7 +758,7 @@ Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::sp
 }  // namespace
 
 bool arm_from_nominal_applies(const CalibrationOptions& options, const Recording& reference) {
-    return options.dynamics_model && options.detector == DetectorKind::PhaseAware && options.method == MatchingMethod::Mdtw &&
+    return (options.dynamics_model || options.kinematics) && options.detector == DetectorKind::PhaseAware &&
            reference.info().signal == SignalKind::Torque;
 }
 
@@ -870,6 +870,12 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             payload_note = "not modelled: the signal is a motor-current magnitude (unsigned)";
         } else if (profile.reference.payload.empty()) {
             payload_note = "not modelled: the reference declares no payload (no 'payload' column)";
+        } else if (options.method == MatchingMethod::KaMdtw) {
+            payload_note = "not taken off: KA-mDTW matches the declared payload's torque, scaled by the lever lengths (thesis 4.5.1); "
+                           "a part of another mass than the reference's is not modelled";
+        } else if (options.keep_payload) {
+            payload_note = "not taken off (--keep-payload): the declared payload's torque is matched as part of the signal; a part of "
+                           "another mass than the reference's is not modelled";
         } else {
             std::vector<const NamedRecording*> recordings{&reference};
             for (const auto& nom : nominal) recordings.push_back(&nom);

@@ -12,6 +12,8 @@
 #include "warpguard/detector.hpp"
 #include "warpguard/dynamics.hpp"
 #include "warpguard/evaluation.hpp"
+#include "warpguard/lever_length.hpp"
+#include "warpguard/profile.hpp"
 #include "warpguard/recording_csv.hpp"
 
 using namespace warpguard;
@@ -1014,6 +1016,52 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
             CHECK(share > 0.95);  // measured 0.989 and 0.997: a nominal sample outside counts only with persistence
         }
     }
+    // KA-mDTW, calibrated the same way, keeps the part: the arm model fitted on the same recordings
+    // (less the part) takes the arm off, the part's torque stays, and its matched signal while the
+    // robot carries is the part's torque over the lever lengths (thesis 4.5.1).
+    {
+        CalibrationOptions ka = options;
+        ka.method = MatchingMethod::KaMdtw;
+        ka.dynamics_model.reset();
+        ka.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
+                                           kDefaultMinLever, {}};
+        REQUIRE(arm_from_nominal_applies(ka, reference));
+        const Profile kap = calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), ka);
+        REQUIRE(kap.arm.has_value());
+        CHECK_FALSE(kap.payload.has_value());
+        CHECK(kap.calibration.at("payload_model").get<std::string>().find("not taken off: KA-mDTW") == 0);
+        CHECK(describe_matched_signal(kap).find("less the declared payload") == std::string::npos);
+        Detector kd(kap);
+        std::vector<double> tau(6), q(6), levers(6);
+        for (std::size_t j : {1u, 2u}) REQUIRE(kap.kinematics->scales(j));
+        std::vector<double> error[2], part[2];
+        for (std::size_t i = 0; i < loaded.size(); ++i) {
+            const Sample sample = loaded.sample(i, tau, q);
+            kd.update(sample);
+            if (kd.updates() < kap.window || !(loaded.payload[i] > 0)) continue;
+            equivalent_lever_lengths(robot.kinematics, sample.q, kap.kinematics->force, levers);
+            for (std::size_t k = 0; k < 2; ++k) {
+                const std::size_t j = k + 1;
+                const double expected = (loaded.tau[j][i] - empty.tau[j][i]) / std::max(levers[j], kap.kinematics->min_lever);
+                part[k].push_back(expected);
+                error[k].push_back(kd.window(j).back() - expected);
+            }
+        }
+        for (std::size_t k = 0; k < 2; ++k) {
+            INFO("joint " << k + 2 << ", " << part[k].size() << " carrying samples: the part's torque over the lever rms " << rms(part[k])
+                          << " N, matched less that rms " << rms(error[k]) << " N");
+            REQUIRE(part[k].size() > 100);
+            CHECK(rms(error[k]) < 0.25 * rms(part[k]));
+        }
+        // mDTW keeps it only when asked, and then without a payload model.
+        CalibrationOptions keep = options;
+        keep.keep_payload = true;
+        const Profile kept = calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), keep);
+        CHECK(kept.arm.has_value());
+        CHECK_FALSE(kept.payload.has_value());
+        CHECK(kept.calibration.at("payload_model").get<std::string>().find("not taken off (--keep-payload)") == 0);
+    }
+
     CalibrationOptions no_model = options;
     no_model.dynamics_model.reset();
     CHECK_THROWS_WITH(calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), no_model),

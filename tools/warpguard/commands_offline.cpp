@@ -84,6 +84,7 @@ struct CalibrateArgs {
     std::string model;
     std::string arm;
     bool no_arm = false;
+    bool keep_payload = false;
     std::string force_frame = "base";
     std::string force = "0,0,-1";
     double min_lever = kDefaultMinLever;
@@ -117,6 +118,7 @@ void run_calibrate(const CalibrateArgs& a) {
     opt.drift_cycles = a.drift_cycles;
     opt.neighbourhood = a.neighbourhood;
     opt.cusum_reference = a.cusum_reference;
+    opt.keep_payload = a.keep_payload;
     if (opt.method == MatchingMethod::KaMdtw) {
         if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
@@ -175,6 +177,9 @@ void run_calibrate(const CalibrateArgs& a) {
     } else if (arm_from_nominal) {
         std::printf("matched signal: as recorded (%s)\n",
                     p.calibration.value("arm_model", nlohmann::json::object()).value("not_fitted", std::string()).c_str());
+    }
+    if (p.calibration.contains("payload_model") && p.calibration.at("payload_model").is_string()) {
+        std::printf("declared payload: %s\n", p.calibration.at("payload_model").get<std::string>().c_str());
     }
     if (p.kinematics) {
         std::string scaled;
@@ -538,6 +543,9 @@ void register_calibrate(CLI::App& app) {
                   "and recordings that declare the payload fits the arm model on the nominal recordings (less their declared "
                   "payload) and matches the deviation from it")
         ->excludes("--arm");
+    cmd->add_flag("--keep-payload", args->keep_payload,
+                  "Match the declared payload's torque as part of the signal rather than taking it off with a payload model "
+                  "(KA-mDTW always does: its lever lengths scale the load's force)");
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();
     cmd->add_option("--min-lever", args->min_lever, "Smallest lever length in m to divide by")->capture_default_str();

@@ -98,6 +98,12 @@ struct CalibrationOptions {
     // payload changes without a usable payload model, are calibrated as recorded, and the profile's
     // calibration["arm_model"]["not_fitted"] says why.
     bool arm_from_nominal = false;
+    // Match the declared payload's torque as part of the signal instead of taking it off with a
+    // payload model. KA-mDTW always does: the load's force is what its lever lengths scale, so it
+    // matches the deviation from the arm without the load, the load's torque left in (thesis §4.5.1:
+    // the run without the load is the arm's model, the difference is the task's force). A part of
+    // another mass than the reference's is then not modelled.
+    bool keep_payload = false;
     // Dry friction per joint the recordings already have taken off, signal units (empty: none).
     // Calibrating with `arm` sets it to the arm model's Coulomb terms (arm_coulomb) for the
     // calibration of the transformed recordings: the speed model fitted on the deviation finds
@@ -113,7 +119,8 @@ struct NamedRecording {
 
 // Whether the default of `warpguard calibrate` and of the daemon's calibrate, an arm model fitted on
 // the nominal recordings (CalibrationOptions::arm_from_nominal), is open to these options and this
-// reference: the phase-aware mDTW detector with the robot's kinematic model and a signed torque.
+// reference: the phase-aware detector (mDTW or KA-mDTW) with the robot's kinematic model and a
+// signed torque.
 // Whether it is then fitted also depends on the declared payload (see arm_from_nominal).
 bool arm_from_nominal_applies(const CalibrationOptions& options, const Recording& reference);
 
