@@ -170,7 +170,7 @@ def main():
              "Given each robot's kinematic model (identified by the procedure on the simulated controller), the",
              "default matches the deviation from the arm's own dynamics, fitted on the same calibration cycles less",
              "their declared payload (detection.md, *The arm model from the calibration recordings*); the KA-mDTW",
-             "section below compares both methods on the torques (`--no-arm`).",
+             "section below compares both methods as calibrated by default and on one same signal.",
              "Definitions: [evaluation.md](evaluation.md).",
              ""]
 
