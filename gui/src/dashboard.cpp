@@ -173,18 +173,17 @@ void Dashboard::selectRobot(const QString& id) {
 }
 
 void Dashboard::load_reference() {
-    reference_info_ = {};
     matched_->clear();
     link_->request({{"cmd", "reference"}, {"robot", selected_}}, [this](const QJsonObject& a, const QString& error) {
         if (!error.isEmpty()) return;
-        reference_info_ = a.value("reference").toObject();
-        const QString matched = reference_info_.value("matched").toString();
+        const QJsonObject info = a.value("reference").toObject();
+        const QString matched = info.value("matched").toString();
         if (!matched.isEmpty()) {
             matched_->setText(tr("Judged: %1 (profile %2, %3 detector). The chart shows the reference and the threshold band "
                                  "in the robot's own units.")
                                   .arg(matched)
-                                  .arg(reference_info_.value("profile").toInteger())
-                                  .arg(reference_info_.value("detector").toString()));
+                                  .arg(info.value("profile").toInteger())
+                                  .arg(info.value("detector").toString()));
         }
     });
 }
@@ -199,8 +198,9 @@ void Dashboard::add_event(const QJsonObject& e, bool at_top) {
         if (e.value("kind").toString() == "stop") item->setForeground(QColor(190, 20, 20));
         events_->setItem(row, c, item);
     }
+    // A newly activated profile may match another signal: its line above the chart is reloaded.
+    if (e.value("kind").toString() == "profile" && e.value("robot").toString() == selected_ && !history_) load_reference();
     if (e.value("kind").toString() == "stop" && e.value("robot").toString() == selected_) {
-        load_reference();
         // Show the joint that stopped the robot.
         const int j = e.value("joint").toInt(0);
         if (!history_ && j >= 1 && j <= joint_->count()) joint_->setCurrentIndex(j - 1);

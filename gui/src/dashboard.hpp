@@ -69,7 +69,6 @@ private:
         QJsonArray signal, reference, band;
     };
     std::deque<Point> points_;
-    QJsonObject reference_info_;  // the selected robot's `reference` answer
     QString unit_ = "Nm";
     bool history_ = false;  // adding events from the history, not live
 };
