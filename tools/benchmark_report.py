@@ -337,7 +337,8 @@ def main():
     # What a stop is worth in newtons: a rigid box in the tool's path, with and without a stop after
     # the published detector's median delay on that robot's collision run.
     lines += ["## What a stop is worth", "",
-              "A rigid box comes into the tool's path 1.5 s into cycle 2 (`warpguard-sim record --obstacle-at`); the",
+              "A rigid box is lowered into the tool's path 1.5 s into cycle 2 (`warpguard-sim record --obstacle-at`; it",
+              "comes down over 0.3 s until 0.6 s before the tool gets there and stops where it touches the arm); the",
               "contact force comes from MuJoCo's contact model. The same run again, braking to a stop (150 ms along",
               "the path) after the first contact plus the default detector's median delay on the collision run:", "",
               "| robot | peak contact force without a stop | with a stop | stop after first contact |",

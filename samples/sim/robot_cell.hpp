@@ -75,7 +75,10 @@ struct SamplingOptions {
 };
 
 // A physical obstacle (a box) that moves into the path: it appears at the point the tool will pass
-// at task time `task_time`, arriving from above over `approach` seconds before `start` (sim time).
+// at task time `task_time`, arriving from above over `approach` seconds before `start` (sim time;
+// with CellOptions::disturb_in_task_time its descent begins when the task reaches start - approach).
+// It is lowered, not driven: it comes down no further while it touches the robot, and again only
+// after 0.2 s free of it.
 struct Obstacle {
     double start = 0.0;
     double task_time = 0.0;
@@ -101,7 +104,8 @@ struct CellOptions {
     // Contacts start when the *task* reaches their time instead of the simulation clock. The task
     // time stands still while the robot is held, so in a live run with stops every contact still
     // meets the robot doing its task, as planned, instead of a robot that is already standing
-    // (which tells nothing about detection). The obstacle keeps the simulation clock.
+    // (which tells nothing about detection). The obstacle's descent begins on the task's clock
+    // and then keeps the simulation clock (Obstacle).
     bool disturb_in_task_time = false;
     double brake_time = 0.15;        // s from full speed to standstill along the path
     SampleHook on_sample;            // called for every sample, in order

@@ -299,6 +299,60 @@ TEST_CASE("an obstacle in the path makes a contact force — stopping soon after
     CHECK(with_stop < without_stop);
 }
 
+TEST_CASE("a box lowered onto a held robot rests on it, and on the task's clock it comes in the planned cycle", "[sim][cell][obstacle]") {
+    // The robot is stopped where the tool will be 1.5 s into cycle 2 and held there; the box is
+    // lowered onto that point 0.5 s later (at 1.7 m/s: 0.5 m in 0.3 s). Driven into place it
+    // pressed the held arm with 1,841 N (measured before the box was lowered rather than driven);
+    // lowered, it stops where it touches: what is left is the box's own impact.
+    sim::CellOptions options;
+    options.seed = 8;
+    const sim::RobotCell planner(ur5e(), ur5e_task(false), options);
+    const auto starts = planner.schedule(3);
+    sim::Obstacle obstacle;
+    obstacle.task_time = starts[1] + 1.5;
+    obstacle.start = obstacle.task_time + 0.5;
+    obstacle.hold = 0.5;
+    sim::RobotCell held(ur5e(), ur5e_task(false), options);
+    held.set_obstacle(obstacle);
+    held.set_stop_at(obstacle.task_time - 0.075);  // the task advances half the 150 ms brake time
+    const Recording rec = held.record(2);
+    std::size_t touches = 0;
+    for (auto c : rec.ground_truth->contact) touches += c;
+    INFO("samples in contact " << touches << ", peak force on the held robot " << held.peak_contact_force() << " N");
+    CHECK(touches > 0);                          // it came down onto the tool
+    CHECK(held.peak_contact_force() < 300.0);    // and rested there (measured 143 N)
+
+    // Live, the box on the task's clock: a 2 s hold in cycle 1 delays the box by the same time, so
+    // it meets the task where it would have without the hold. On the simulation clock it does not.
+    sim::Obstacle planned;
+    planned.task_time = starts[1] + 1.5;
+    planned.start = planned.task_time - 0.6;
+    planned.hold = 2.0;
+    const double stop_at = starts[1] - 1.0, resume_at = stop_at + 2.0;
+    auto first_contact = [&](bool hold, bool task_clock) {
+        sim::CellOptions o = options;
+        o.disturb_in_task_time = task_clock;
+        sim::RobotCell cell(ur5e(), ur5e_task(false), o);
+        cell.set_obstacle(planned);
+        if (hold) {
+            cell.set_options_hook([&](const Sample& s) {
+                const double t = s.t - 0.2;  // the robot clock starts 0.2 s before the first cycle
+                if (t >= stop_at && t < resume_at) return sim::Reply::Stop;
+                return t >= resume_at ? sim::Reply::Resume : sim::Reply::Continue;
+            });
+        }
+        const Recording r = cell.record(3);
+        const auto first = std::find(r.ground_truth->contact.begin(), r.ground_truth->contact.end(), 1);
+        REQUIRE(first != r.ground_truth->contact.end());
+        return r.t[static_cast<std::size_t>(first - r.ground_truth->contact.begin())] - 0.2 - planned.task_time;
+    };
+    const double free_run = first_contact(false, false), sim_clock = first_contact(true, false), task_clock = first_contact(true, true);
+    INFO("first contact with the box, s from the planned task time: " << free_run << " without the hold, " << sim_clock
+                                                                      << " with it on the simulation clock, " << task_clock << " on the task's");
+    CHECK(task_clock - free_run == Approx(2.0).margin(0.02));
+    CHECK(std::abs(sim_clock - free_run - 2.0) > 0.1);
+}
+
 TEST_CASE("snap-fit and screwing are intended contacts: in the torques, not in the collision ground truth",
           "[sim][cell][contact-task]") {
     const RobotDescription robot = ur5e();
