@@ -168,15 +168,20 @@ int main(int argc, char** argv) {
             });
         }
         tried.wait();
+        set_links_realtime(config.robot_thread_priority > 0 && priority_error.empty());
         if (config.robot_thread_priority == 0) {
-            spdlog::info("robot link threads: {} at normal scheduling (robot_thread_priority 0)", threads);
+            spdlog::info("robot link threads: {} at normal scheduling (robot_thread_priority 0); calibration and identification "
+                         "at nice {}",
+                         threads, background_nice());
         } else if (priority_error.empty()) {
-            spdlog::info("robot link threads: {} at SCHED_FIFO priority {}", threads, config.robot_thread_priority);
+            spdlog::info("robot link threads: {} at SCHED_FIFO priority {}; calibration and identification at nice {}", threads,
+                         config.robot_thread_priority, background_nice());
         } else {
             spdlog::warn("robot link threads cannot run at SCHED_FIFO priority {} ({}): they run at normal priority, and other "
                          "programs on this PC can delay a reply past the robot's timeout; grant it (root, CAP_SYS_NICE or "
-                         "LimitRTPRIO, see docs/daemon.md) or set robot_thread_priority 0",
-                         config.robot_thread_priority, priority_error);
+                         "LimitRTPRIO, see docs/daemon.md) or set robot_thread_priority 0; calibration and identification run at nice {} "
+                         "meanwhile, so as not to delay the replies",
+                         config.robot_thread_priority, priority_error, background_nice());
         }
         background.run();
         io.stop();

@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -44,14 +45,22 @@ void PiMutex::unlock() noexcept { ::pthread_mutex_unlock(&m_); }
 
 bool PiMutex::try_lock() noexcept { return ::pthread_mutex_trylock(&m_) == 0; }
 
+namespace {
+std::atomic<bool> g_links_realtime{false};
+}  // namespace
+
+void set_links_realtime(bool realtime) { g_links_realtime.store(realtime); }
+
+int background_nice() { return g_links_realtime.load() ? 0 : 19; }
+
 void lower_thread_priority() {
     // A thread made by a real-time thread inherits its policy: back to normal scheduling first
-    // (always allowed), then the lowest nice value (Linux: set through the thread id).
+    // (always allowed), then background_nice() (Linux: set through the thread id).
     sched_param normal{};
     normal.sched_priority = 0;
     ::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &normal);
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), 19) != 0) {
-        spdlog::debug("cannot lower a worker thread's priority: errno {}", errno);
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)), background_nice()) != 0) {
+        spdlog::debug("cannot set a worker thread's nice value: errno {}", errno);
     }
 }
 

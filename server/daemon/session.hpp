@@ -55,9 +55,16 @@ private:
     pthread_mutex_t m_;
 };
 
-// Background work (calibration, identification) runs at the lowest scheduling priority, so on a
-// small cell PC it never delays a reply to a robot (a reply later than the robot's timeout stops it).
+// Background work (calibration, identification) runs at normal scheduling with background_nice():
+// 19, the lowest, while the robots' link threads run at normal scheduling too, so that on a small
+// cell PC it never delays a reply to a robot (a reply later than the robot's timeout stops it); 0
+// once they run real-time (set_links_realtime), since SCHED_FIFO threads preempt it anyway. At
+// nice 19 beside two busy programs on a 2-core PC it got about 1.5 % of a core: a 0.7 s
+// identification took over 15 s and a calibration over 120 s (integration tests beside the
+// benchmark suite).
 void lower_thread_priority();
+void set_links_realtime(bool realtime);
+int background_nice();
 // The robots' link threads: SCHED_FIFO at `priority` (0: leave as is). Returns an empty string on
 // success, else why not.
 std::string raise_thread_priority(int priority);

@@ -462,6 +462,17 @@ def test_identify(tmp):
     d = Daemon(tmp, [{"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque", "unit": "Nm", "joints": 6}
                      for _, vendor, rid in robots])
     try:
+        # Identification and calibration threads: nice 0 behind real-time robot links (they preempt
+        # them anyway), nice 19 when the links run at normal scheduling (then the work must yield).
+        startup = []
+        for _ in range(100):  # written once the link threads have tried, after the ready file
+            startup = [l for l in d.log().splitlines() if "robot link threads" in l]
+            if startup:
+                break
+            time.sleep(0.02)
+        check(len(startup) == 1 and (("SCHED_FIFO priority 20; calibration and identification at nice 0" in startup[0]) or
+                                     ("cannot run at SCHED_FIFO" in startup[0] and "at nice 19" in startup[0])),
+              "the background work's nice value follows the links' scheduling: %s" % startup)
         # Not armed: the link is refused with STOP and the log says how to arm it.
         s = robot_link(d.robot_port)
         s.sendall(b"WG1;cell-ur;ur;torque;Nm;6;rad;2;20;ident\n")
