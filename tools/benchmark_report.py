@@ -338,7 +338,7 @@ def main():
     # the published detector's median delay on that robot's collision run.
     lines += ["## What a stop is worth", "",
               "A rigid box is lowered into the tool's path 1.5 s into cycle 2 (`warpguard-sim record --obstacle-at`; it",
-              "comes down over 0.3 s until 0.6 s before the tool gets there and stops where it touches the arm); the",
+              "comes down over 0.3 s until 0.6 s before the tool gets there, no further while it touches the arm); the",
               "contact force comes from MuJoCo's contact model. The same run again, braking to a stop (150 ms along",
               "the path) after the first contact plus the default detector's median delay on the collision run:", "",
               "| robot | peak contact force without a stop | with a stop | stop after first contact |",
@@ -369,7 +369,8 @@ def main():
                                              "--out", f"{suite}/{robot}/obstacle-stopped.csv"], text=True)
         with_stop = float(out.split("peak contact force ")[1].split(" N")[0])
         lines.append(f"| {robot} | {without:.0f} N | {with_stop:.0f} N | {1000 * delay:.0f} ms |")
-    lines += ["", "Most of the peak comes from the impact itself on a rigid box; stopping limits what follows.", ""]
+    lines += ["", "Without a stop the arm keeps following its program into the rigid box, its motors up to their peak torque (3x rated);",
+              "a stop after the first contact limits what follows it.", ""]
 
     rel = os.path.relpath(plot_dir, os.path.dirname(out_md))
     lines += ["## Sensitivity", "", f"![detection rate by peak force]({rel}/sensitivity.png)", "",
