@@ -367,6 +367,32 @@ void put_fit(nlohmann::json& d, const std::string& prefix, const ExtremeFit& f) 
     d[prefix + "tail_exceedances"] = f.tail_exceedances;  // a count: stays an integer in the file
 }
 
+// The calibration cycles that set the margin and the CUSUM limit: the three with the largest
+// split-half maxima of each, named by file and the robot's cycle counter, largest CUSUM first, so
+// that a user can look at what happened in them (on a live UR5e-like recording of 20 cycles, four
+// cycles with one- to three-sample torque jumps set a CUSUM limit of 5.10 where the suite's 100
+// cycles of the task give 2.30; docs/detection.md).
+nlohmann::json widest_cycles(const nlohmann::json& derivation, const std::vector<std::pair<std::string, std::int64_t>>& names) {
+    const auto ratio = derivation.at("cycle_maxima").get<std::vector<double>>();
+    const auto cusum = derivation.at("cusum_cycle_maxima").get<std::vector<double>>();
+    std::vector<std::size_t> by_ratio(ratio.size()), by_cusum(cusum.size());
+    for (std::size_t c = 0; c < ratio.size(); ++c) by_ratio[c] = by_cusum[c] = c;
+    const std::size_t k = std::min<std::size_t>(3, ratio.size());
+    std::partial_sort(by_ratio.begin(), by_ratio.begin() + static_cast<std::ptrdiff_t>(k), by_ratio.end(),
+                      [&](std::size_t a, std::size_t b) { return ratio[a] > ratio[b]; });
+    std::partial_sort(by_cusum.begin(), by_cusum.begin() + static_cast<std::ptrdiff_t>(k), by_cusum.end(),
+                      [&](std::size_t a, std::size_t b) { return cusum[a] > cusum[b]; });
+    std::vector<std::size_t> chosen(by_cusum.begin(), by_cusum.begin() + static_cast<std::ptrdiff_t>(k));
+    for (std::size_t i = 0; i < k; ++i) {
+        if (std::find(chosen.begin(), chosen.end(), by_ratio[i]) == chosen.end()) chosen.push_back(by_ratio[i]);
+    }
+    nlohmann::json out = nlohmann::json::array();
+    for (const std::size_t c : chosen) {
+        out.push_back({{"file", names.at(c).first}, {"cycle", names.at(c).second}, {"ratio", ratio[c]}, {"cusum", cusum[c]}});
+    }
+    return out;
+}
+
 PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const CalibrationOptions& options,
                                          const std::vector<std::vector<PhaseObservation>>& observed,
                                          const std::vector<std::uint32_t>& cycle_of, std::uint32_t cycles,
@@ -891,6 +917,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     std::vector<std::vector<PhaseObservation>> observed;
     std::vector<std::uint32_t> cycle_of;  // per sample: calibration cycle index, or kNoCycle
     std::uint32_t cycles_seen = 0;
+    std::vector<std::pair<std::string, std::int64_t>> cycle_names;  // per calibration cycle: file, cycle counter
     nlohmann::json files;
     std::size_t windows = 0;
     double speed_spread = 0;  // largest |speed ratio - 1| once the detector's estimate has settled
@@ -901,6 +928,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         observed.assign(profile.joints, {});
         cycle_of.clear();
         cycles_seen = 0;
+        cycle_names.clear();
         files = nlohmann::json::array();
         windows = 0;
         speed_spread = 0;
@@ -914,6 +942,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             for (const auto& c : rec.complete_cycles()) {
                 for (std::size_t i = std::max(c.begin, options.window); i < c.end; ++i) cycle_here[i] = cycles_seen;
                 ++cycles_seen;
+                cycle_names.emplace_back(nom.name, c.counter);
             }
             for (std::size_t i = 0; i < rec.size(); ++i) {
                 const Decision d = detector->update(rec.sample(i, tau, q));
@@ -993,6 +1022,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         std::vector<double> floors(profile.joints);
         for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector->noise_scale(j);
         profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors);
+        profile.phase->derivation["widest_cycles"] = widest_cycles(profile.phase->derivation, cycle_names);
         // What the friction-drift model learns in nominal operation: the calibration recordings
         // once more through the phase-aware detector as it will run. Its largest Coulomb change
         // per joint is the level past which the friction has changed, and a resting joint then no

@@ -21,6 +21,17 @@ check "calibrate exits 0" test $? -eq 0
 check "calibrate writes a profile" grep -q '"format": "warpguard-profile"' profile.json
 check "calibrate prints the thresholds table" grep -q '^3 ' calibrate.txt
 check "calibrate says how the margin was derived" grep -qi 'margin' calibrate.txt
+check "calibrate names the calibration cycles that set the limits, widest CUSUM first" python3 - <<'PY'
+import json, re
+d = json.load(open("profile.json"))["phase_aware"]["derivation"]
+line = next(l for l in open("calibrate.txt") if "widest calibration cycles" in l)
+first = re.search(r"nom\.csv: cycle (\d+) ([0-9.]+) / ([0-9.]+)", line)
+assert first, line
+w = d["widest_cycles"][0]
+assert int(first.group(1)) == w["cycle"] and w["file"] == "nom.csv", (line, w)
+assert abs(float(first.group(3)) - max(d["cusum_cycle_maxima"])) < 0.005, (line, max(d["cusum_cycle_maxima"]))
+assert any(abs(c["ratio"] - max(d["cycle_maxima"])) < 1e-12 for c in d["widest_cycles"])
+PY
 "$wg" calibrate --detector published --reference ref.csv --nominal nom.csv --window 16 --out published.json > published.txt 2>&1
 check "the published detector calibrates too" grep -q '"detector": "published"' published.json
 "$wg" calibrate --reference ref.csv --nominal nom.csv --window 16 --cusum-reference 0.8 --out cusum.json > cusum.txt 2>&1

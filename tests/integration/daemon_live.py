@@ -373,6 +373,11 @@ def test_detect(tmp):
         cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate").stdout)
         check(cal["summary"]["detector"] == "phase-aware" and len(cal["summary"]["thresholds"]) == 6,
               "calibrated profile %d (%s detector) activated" % (cal["profile"], cal["summary"]["detector"]))
+        widest = cal["summary"]["phase_aware"]["derivation"].get("widest_cycles", [])
+        check(len(widest) >= 3 and all(5 <= c["cycle"] <= 16 for c in widest) and
+              widest[0]["cusum"] == max(cal["summary"]["phase_aware"]["derivation"]["cusum_cycle_maxima"]),
+              "the calibration names the recorded cycles that set its limits (cycles after the 3 reference cycles): %s" %
+              [(c["cycle"], round(c["ratio"], 2), round(c["cusum"], 2)) for c in widest])
         armed = json.loads(d.ctl("--json", "mode", "cell1", "detect").stdout)
         # The detector judges once its window has filled after the switch (30 samples of 4 ms).
         armed_t = armed["robot_time"] + 30 * 0.004

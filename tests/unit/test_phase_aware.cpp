@@ -49,6 +49,22 @@ TEST_CASE("calibration: one threshold per reference sample, margin from held-out
         const double largest = *std::max_element(maxima.begin(), maxima.end());
         CHECK(largest == ph.derivation.at(std::string(key) == "cycle_maxima" ? "cycle_max_largest" : "cusum_cycle_max_largest").get<double>());
     }
+    // The cycles that set the limits are named: the three largest CUSUM maxima first, largest first,
+    // then any of the three largest ratio maxima not among them, each with the robot's cycle counter.
+    const auto& widest = ph.derivation.at("widest_cycles");
+    REQUIRE(widest.size() >= 3);
+    CHECK(widest.size() <= 6);
+    CHECK(widest[0].at("cusum").get<double>() == ph.derivation.at("cusum_cycle_max_largest").get<double>());
+    CHECK(widest[0].at("cusum").get<double>() >= widest[1].at("cusum").get<double>());
+    CHECK(widest[1].at("cusum").get<double>() >= widest[2].at("cusum").get<double>());
+    bool has_largest_ratio = false;
+    std::vector<std::int64_t> counters;
+    for (const auto& c : test::long_nominal_recording().complete_cycles()) counters.push_back(c.counter);
+    for (const auto& c : widest) {
+        has_largest_ratio |= c.at("ratio").get<double>() == ph.derivation.at("cycle_max_largest").get<double>();
+        CHECK(std::find(counters.begin(), counters.end(), c.at("cycle").get<std::int64_t>()) != counters.end());
+    }
+    CHECK(has_largest_ratio);
     // The thresholds vary along the cycle (that is the point).
     for (std::size_t j = 0; j < p.joints; ++j) {
         const auto [lo, hi] = std::minmax_element(ph.rule1[j].begin(), ph.rule1[j].end());

@@ -172,6 +172,8 @@ void register_ctl(CLI::App& app) {
                                      std::printf("%-6d %-12.5g %-12.5g %-12.5g\n", t.at("joint").get<int>(), t.at("min").get<double>(),
                                                  t.at("median").get<double>(), t.at("max").get<double>());
                                  }
+                                 const std::string widest = describe_widest_cycles(ph.value("derivation", nlohmann::json::object()), false);
+                                 if (!widest.empty()) std::printf("%s\n", widest.c_str());
                              } else {
                                  std::printf("detector published (thesis 3.2.3)\n");
                              }

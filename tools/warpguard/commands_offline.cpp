@@ -1,4 +1,5 @@
 // Offline subcommands: calibrate, evaluate, match, envelope.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -23,6 +24,28 @@
 #include "warpguard/recording_csv.hpp"
 
 namespace warpguard::cli {
+
+std::string describe_widest_cycles(const nlohmann::json& derivation, bool with_file) {
+    if (!derivation.contains("widest_cycles") || derivation.at("widest_cycles").empty()) return "";
+    auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+    };
+    const double ratio_median = median(derivation.at("cycle_maxima").get<std::vector<double>>());
+    const double cusum_median = median(derivation.at("cusum_cycle_maxima").get<std::vector<double>>());
+    std::string out = fmt::format("widest calibration cycles, ratio / CUSUM maximum (median of all {} cycles {:.2f} / {:.2f}):",
+                                  derivation.at("cycle_maxima").size(), ratio_median, cusum_median);
+    std::string file;
+    for (const auto& c : derivation.at("widest_cycles")) {
+        if (with_file && c.at("file").get<std::string>() != file) {
+            file = c.at("file").get<std::string>();
+            out += fmt::format(" {}:", file);
+        }
+        out += fmt::format(" cycle {} {:.2f} / {:.2f};", c.at("cycle").get<long long>(), c.at("ratio").get<double>(), c.at("cusum").get<double>());
+    }
+    out.back() = '.';
+    return out;
+}
 
 namespace {
 
@@ -230,6 +253,8 @@ void run_calibrate(const CalibrateArgs& a) {
                         ph.derivation.value("cusum_cycle_max_largest", 0.0), ph.derivation.value("cusum_gumbel_quantile", 0.0),
                         ph.derivation.value("cusum_tail_quantile", 0.0));
         }
+        const std::string widest = describe_widest_cycles(ph.derivation, true);
+        if (!widest.empty()) std::printf("  %s\n", widest.c_str());
         std::printf("%-6s %14s %14s %14s\n", "joint", "min theta", "median theta", "max theta");
         for (std::size_t j = 0; j < p.joints; ++j) {
             std::vector<double> v = ph.rule1[j];
