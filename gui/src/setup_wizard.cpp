@@ -629,6 +629,20 @@ public:
                                      .arg(d.value("tail_exceedances").toInt())
                                      .arg(d.value("tail_scale_factor").toDouble(), 0, 'f', 2));
         }
+        // The recorded cycles with the largest maxima (the robot's cycle counter): what set the
+        // limits, worth a look when they are wide.
+        const QJsonArray widest = d.value("widest_cycles").toArray();
+        if (!widest.isEmpty()) {
+            QStringList parts;
+            for (const auto& v : widest) {
+                const QJsonObject c = v.toObject();
+                parts << tr("cycle %1 (%2 / %3)")
+                             .arg(c.value("cycle").toInteger())
+                             .arg(c.value("ratio").toDouble(), 0, 'f', 2)
+                             .arg(c.value("cusum").toDouble(), 0, 'f', 2);
+            }
+            derivation_->setText(derivation_->text() + tr(" Cycles with the largest maxima, ratio / CUSUM: %1.").arg(parts.join(", ")));
+        }
     }
 
 private:

@@ -258,6 +258,11 @@ private slots:
         // The reference cycles were left to calibration: it says how many cover every place of the task.
         QVERIFY2(w->findChild<QLabel*>("derivation")->text().contains("the fewest that do"),
                  qPrintable(w->findChild<QLabel*>("derivation")->text()));
+        // The recorded cycles that set the limits, by the robot's cycle counter.
+        QVERIFY2(QRegularExpression("Cycles with the largest maxima, ratio / CUSUM: cycle \\d+ \\(\\d\\.\\d\\d / \\d+\\.\\d\\d\\)")
+                     .match(w->findChild<QLabel*>("derivation")->text())
+                     .hasMatch(),
+                 qPrintable(w->findChild<QLabel*>("derivation")->text()));
         shot(w, "wizard-7-calibrate");
         w->next();
 
