@@ -350,6 +350,9 @@ Recording RobotCell::record(std::size_t cycles) {
                 m->dof_frictionloss[i] = friction[i] * f;
             }
         }
+        // Contact with the obstacle, as MuJoCo's contact model computed it in the last step.
+        int obstacle_link = 0;
+        const double obstacle_force = sim.has_obstacle() ? sim.obstacle_force(obstacle_link) : 0.0;
         // The obstacle comes down into the path.
         if (options_.obstacle) {
             // It arrives over `approach` seconds up to its start, then stays for `hold` seconds, on
@@ -374,8 +377,7 @@ Recording RobotCell::record(std::size_t cycles) {
             // robot with 860-1,230 N in the live demo; lowered again whenever the contact flickered
             // open, it crept down onto it to 709 N.)
             constexpr double kLowerAgainAfter = 0.2;  // s free of the robot
-            int touched_link = 0;
-            if (sim.obstacle_force(touched_link) > 0.0) obstacle_touched = t;
+            if (obstacle_force > 0.0) obstacle_touched = t;
             const bool lower = t - obstacle_touched >= kLowerAgainAfter;
             obstacle_arrive = std::min(arrive, lower ? obstacle_arrive + dt / o.approach : obstacle_arrive);
             const Eigen::Vector3d parked = obstacle_target + Eigen::Vector3d(0, 0, 0.5);
@@ -426,9 +428,6 @@ Recording RobotCell::record(std::size_t cycles) {
                 sim.data()->xfrc_applied[6 * body + 3 + c] += moment[c];
             }
         }
-        // Contact with the obstacle, as MuJoCo's contact model computes it.
-        int obstacle_link = 0;
-        const double obstacle_force = sim.has_obstacle() ? sim.obstacle_force(obstacle_link) : 0.0;
         if (obstacle_force > force) {
             force = obstacle_force;
             contact_link = static_cast<std::size_t>(obstacle_link);
