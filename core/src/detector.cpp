@@ -294,6 +294,13 @@ AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partn
     // The newest sample against the range the reference spans within +- kPartnerSlack samples of
     // `partner`: the timing of a cycle varies by a sample or two, and at a step (a part grasped)
     // any value between the two levels is nominal.
+    const auto [low, high] = partner_range(joint, partner);
+    if (a > high) return {a - high, partner};
+    if (a < low) return {a - low, partner};
+    return {0.0, partner};
+}
+
+std::pair<double, double> Detector::partner_range(std::size_t joint, std::size_t partner) const {
     const std::size_t size = references_[joint].size();
     const std::size_t lo = partner > kPartnerSlack ? partner - kPartnerSlack : 0;
     const std::size_t hi = std::min(size - 1, partner + kPartnerSlack);
@@ -302,9 +309,7 @@ AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partn
         const double b = expected(joint, k);
         low = std::min(low, b), high = std::max(high, b);
     }
-    if (a > high) return {a - high, partner};
-    if (a < low) return {a - low, partner};
-    return {0.0, partner};
+    return {low, high};
 }
 
 Detector::Judged Detector::judged(std::size_t joint) const {
@@ -316,13 +321,13 @@ Detector::Judged Detector::judged(std::size_t joint) const {
     if (profile_.detector == DetectorKind::PhaseAware && profile_.phase) {
         const std::size_t partner = ev.shared.partner;
         out.offset = newest - correction_[joint] - expected(joint, partner);
-        out.band = ev.phase_threshold + ev.friction_band + ev.payload_band;
+        out.low = ev.limit_low, out.high = ev.limit_high;
     } else {
         out.offset = ev.rule1.deviation;
-        out.band = profile_.thresholds[joint].rule1.value;
+        out.low = -profile_.thresholds[joint].rule1.value, out.high = profile_.thresholds[joint].rule1.value;
     }
     out.offset *= scale;
-    out.band *= scale;
+    out.low *= scale, out.high *= scale;
     return out;
 }
 
@@ -688,6 +693,9 @@ Decision Detector::update(const Sample& sample) {
             ev.friction_band = friction_band(j, partner, off_speed);
             const double base = ev.phase_threshold / ph.margin;
             double deviation = ev.shared.deviation;
+            // The dead zones taken off the deviation before the bands (speed, model): their sum,
+            // for the limits the dashboard draws.
+            double zone_low = 0.0, zone_high = 0.0;
             if (!speed_inertial_.empty()) {
                 // While the speed estimate converges (a stream's start), the reference's value is
                 // only known to lie between its values at the ends of the speed interval: the
@@ -703,6 +711,7 @@ Decision Detector::update(const Sample& sample) {
                     if (vertex > s_lo && vertex < s_hi) lo = std::min(lo, shift(vertex)), hi = std::max(hi, shift(vertex));
                 }
                 const double explained = std::clamp(deviation, lo, hi);
+                zone_low += lo, zone_high += hi;
                 ev.speed_band = std::abs(explained);
                 deviation -= explained;
                 // What the model leaves unexplained of the reference, u, reads at speed s anywhere
@@ -712,6 +721,7 @@ Decision Detector::update(const Sample& sample) {
                 const double u = speed_unexplained_[j][partner];
                 const double u_lo = (s_lo * s_lo - 1.0) * u, u_hi = (s_hi * s_hi - 1.0) * u;
                 const double unexplained = std::clamp(deviation, std::min({0.0, u_lo, u_hi}), std::max({0.0, u_lo, u_hi}));
+                zone_low += std::min({0.0, u_lo, u_hi}), zone_high += std::max({0.0, u_lo, u_hi});
                 ev.model_band = std::abs(unexplained);
                 deviation -= unexplained;
             } else {
@@ -727,6 +737,8 @@ Decision Detector::update(const Sample& sample) {
                                   : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
                                                                  speed_c2_ * payload_inertial_[j][partner]);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
+            // Over the threshold beyond +- (threshold + bands) of what the dead zones leave.
+            double allowed_low = -(ev.phase_threshold + ev.friction_band + ev.payload_band), allowed_high = -allowed_low;
             // A joint resting since the stream began holds a level set before it; without a fitted
             // friction band (no speed model: an unsigned motor current) that level is taken as
             // found, wherever the partner is (the reference may never rest in that pose), and
@@ -742,12 +754,25 @@ Decision Detector::update(const Sample& sample) {
                     // (never more than the deviation itself: inside the reference's range is
                     // nominal; the payload model's error band holds at rest as in motion)
                     excess = std::max(0.0, std::min(std::abs(deviation), std::abs(deviation - rest_offset_[j])) - ev.payload_band);
+                    // Within the threshold of 0 or of the held offset (their hull: the held offset
+                    // lies within the friction band, so the two ranges overlap or nearly do).
+                    allowed_low = std::min(0.0, rest_offset_[j]) - ev.phase_threshold - ev.payload_band;
+                    allowed_high = std::max(0.0, rest_offset_[j]) + ev.phase_threshold + ev.payload_band;
                 }
             } else {
                 rest_samples_[j] = 0;
                 rest_offset_[j] = 0.0;
             }
             ev.ratio = excess / ev.phase_threshold;
+            {
+                // The raw deviation's limits: the partner range's dead zone, then the speed and
+                // model zones (dead zones containing 0 compose by adding their ends), then the
+                // allowed range.
+                const auto [range_low, range_high] = partner_range(j, partner);
+                const double at_partner = expected(j, partner);
+                ev.limit_low = range_low - at_partner + zone_low + allowed_low;
+                ev.limit_high = range_high - at_partner + zone_high + allowed_high;
+            }
             const double r0 = excess / base;
             const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;

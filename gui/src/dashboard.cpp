@@ -65,7 +65,7 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     chart_.view->setObjectName("liveChart");
     signal_ = add_series(chart_, tr("measured"), QColor(200, 30, 30), 2.0);
     reference_ = add_series(chart_, tr("reference where it matched"), QColor(30, 90, 200), 2.0);
-    upper_ = add_series(chart_, tr("threshold band"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
+    upper_ = add_series(chart_, tr("limits (over the threshold beyond)"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     lower_ = add_series(chart_, QString(), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     chart_.chart->legend()->markers(lower_).first()->setVisible(false);
     dl->addWidget(chart_.view, 1);
@@ -179,8 +179,8 @@ void Dashboard::load_reference() {
         const QJsonObject info = a.value("reference").toObject();
         const QString matched = info.value("matched").toString();
         if (!matched.isEmpty()) {
-            matched_->setText(tr("Judged: %1 (profile %2, %3 detector). The chart shows the reference and the threshold band "
-                                 "in the robot's own units.")
+            matched_->setText(tr("Judged: %1 (profile %2, %3 detector). The chart shows the reference and the limits beyond which "
+                                 "a sample is over its threshold, in the robot's own units.")
                                   .arg(matched)
                                   .arg(info.value("profile").toInteger())
                                   .arg(info.value("detector").toString()));
@@ -211,7 +211,8 @@ void Dashboard::on_feed(const QJsonObject& feed) {
     if (feed.value("feed").toString() != selected_) return;
     for (const auto& v : feed.value("points").toArray()) {
         const QJsonObject p = v.toObject();
-        points_.push_back({p.value("t").toDouble(), p.value("signal").toArray(), p.value("reference").toArray(), p.value("band").toArray()});
+        points_.push_back({p.value("t").toDouble(), p.value("signal").toArray(), p.value("reference").toArray(), p.value("lower").toArray(),
+                           p.value("upper").toArray()});
     }
     while (points_.size() > 600) points_.pop_front();
     redraw();
@@ -224,15 +225,15 @@ void Dashboard::redraw() {
     for (const Point& p : points_) {
         if (j >= p.signal.size()) continue;
         s.append({p.t, p.signal[j].toDouble()});
-        // The daemon sends the reference and band in the robot's own units, whatever the detector
-        // matches (Detector::judged); null where nothing was judged.
+        // The daemon sends the reference and the limits the rules allow in the robot's own units,
+        // whatever the detector matches (Detector::judged); null where nothing was judged. The
+        // limits need not be symmetric: the reference's range around the matched phase, a speed
+        // still converging and a resting joint's held offset widen one side.
         if (j < p.reference.size() && !p.reference[j].isNull()) {
-            const double ref = p.reference[j].toDouble();
-            const double band = p.band.at(j).toDouble(0.0);
-            r.append({p.t, ref});
-            if (band > 0) {
-                up.append({p.t, ref + band});
-                lo.append({p.t, ref - band});
+            r.append({p.t, p.reference[j].toDouble()});
+            if (j < p.upper.size() && !p.upper[j].isNull() && j < p.lower.size() && !p.lower[j].isNull()) {
+                up.append({p.t, p.upper[j].toDouble()});
+                lo.append({p.t, p.lower[j].toDouble()});
             }
         }
     }

@@ -66,7 +66,7 @@ private:
     EvidenceDialog* last_evidence_ = nullptr;
     struct Point {
         double t;
-        QJsonArray signal, reference, band;
+        QJsonArray signal, reference, lower, upper;
     };
     std::deque<Point> points_;
     QString unit_ = "Nm";

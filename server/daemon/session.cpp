@@ -449,7 +449,8 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
     std::copy_n(f.signal.begin(), f.joints, point.signal.begin());
     // Nothing judged (recording, idle, held): no reference to show (null in the feed).
     point.reference.fill(std::numeric_limits<double>::quiet_NaN());
-    point.band.fill(0.0);
+    point.lower.fill(std::numeric_limits<double>::quiet_NaN());
+    point.upper.fill(std::numeric_limits<double>::quiet_NaN());
 
     switch (mode_) {
         case Mode::Idle: break;
@@ -480,7 +481,8 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
                 const JointEvaluation& ev = evaluations[j];
                 const Detector::Judged judged = detector_->judged(j);
                 point.reference[j] = f.signal[j] - judged.offset;
-                point.band[j] = judged.band;
+                point.lower[j] = point.reference[j] + judged.low;
+                point.upper[j] = point.reference[j] + judged.high;
                 point.rule1[j] = ev.rule1.magnitude();
                 point.rule2[j] = ev.rule2;
                 point.ref_start[j] = static_cast<std::uint32_t>(ev.ref_start);

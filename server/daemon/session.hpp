@@ -87,11 +87,14 @@ struct FeedPoint {
     std::uint8_t fired = 0;
     std::size_t joints = 0;
     std::array<double, protocol::kMaxJoints> signal{};
-    // The reference value paired with the newest sample and the width the rules allow around it,
-    // in the units the robot sends (Detector::judged: the measured value less its judged offset),
+    // The reference value paired with the newest sample and the limits the rules allow around it
+    // (beyond them the sample is over its threshold), in the units the robot sends
+    // (Detector::judged: the measured value less its judged offset, plus the limits' offsets),
     // whatever the detector matches (the arm model's deviation, the payload taken off, KA scaling).
+    // NaN where nothing was judged.
     std::array<double, protocol::kMaxJoints> reference{};
-    std::array<double, protocol::kMaxJoints> band{};
+    std::array<double, protocol::kMaxJoints> lower{};
+    std::array<double, protocol::kMaxJoints> upper{};
     std::array<double, protocol::kMaxJoints> rule1{};      // |deviation|
     std::array<double, protocol::kMaxJoints> rule2{};
     std::array<std::uint32_t, protocol::kMaxJoints> ref_start{};

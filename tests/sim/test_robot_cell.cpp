@@ -474,6 +474,47 @@ TEST_CASE("a stream that starts at 70 % override does not stop while the speed e
     CHECK(settled_band < 0.05);    // and is all but gone once the estimate has settled
 }
 
+TEST_CASE("the limits the dashboard draws are where the ratio rule calls a sample over, bands and all", "[sim][speed][dashboard]") {
+    // Detector::judged gives the dashboard the offsets from the matched reference beyond which a
+    // sample is over its threshold. At 70 % override from the stream's start every band the rule
+    // takes off is in play (the reference's range around the match, the converging speed, the
+    // model's unexplained part, dry friction off the recorded speed, a resting joint's held offset),
+    // and collisions push samples over: a sample is outside the limits exactly when its ratio is
+    // over 1.
+    const Irb120Speed cell;
+    const RobotDescription& robot = cell.robot;
+    const Recording slow_hits = record_cell(robot, cell.task, 7, 67, 0.7, 6);
+    Detector detector(cell.profile);
+    std::vector<double> tau(robot.dof()), q(robot.dof());
+    std::size_t judged = 0, straddle = 0, over = 0, outside = 0, disagree = 0, asymmetric = 0;
+    double worst = 0.0;
+    for (std::size_t i = 0; i < slow_hits.size(); ++i) {
+        detector.update(slow_hits.sample(i, tau, q));
+        if (detector.warming_up()) continue;
+        for (std::size_t j = 0; j < robot.dof(); ++j) {
+            const JointEvaluation& ev = detector.evaluations()[j];
+            const Detector::Judged limits = detector.judged(j);
+            straddle += limits.low < 0.0 && limits.high > 0.0;  // the reference itself is never over
+            ++judged;
+            // (a hair's width of rounding at the limit itself is not a disagreement)
+            const double beyond = std::max(limits.low - limits.offset, limits.offset - limits.high);
+            const bool is_over = ev.ratio > 1.0, is_outside = beyond > 0.0;
+            over += is_over, outside += is_outside;
+            if (is_over != is_outside && std::abs(beyond) > 1e-9 * (limits.high - limits.low)) {
+                ++disagree;
+                worst = std::max(worst, std::abs(beyond) / (limits.high - limits.low));
+            }
+            asymmetric += std::abs(limits.high + limits.low) > 0.05 * (limits.high - limits.low);
+        }
+    }
+    INFO(judged << " joint-samples judged, " << over << " with a ratio over 1, " << outside << " outside the limits, " << disagree
+                << " disagreeing (largest " << worst << " of the limits' width), " << asymmetric << " with limits over 5 % off-centre");
+    CHECK(straddle == judged);
+    CHECK(over > 20);  // the collisions did cross the limits
+    CHECK(disagree == 0);
+    CHECK(asymmetric > judged / 20);  // the bands do widen one side: the old symmetric band could not show it
+}
+
 TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running — collisions still stop",
           "[sim][speed]") {
     const RobotDescription robot = ur5e();
@@ -1041,11 +1082,12 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
     // What the dashboard draws (Detector::judged): the reference as the robot would have sent it.
     // The detector matches the torque less the arm and the part, so its own reference value lies
     // tens of Nm from the measured torque on joints 2 and 3; the measured torque less the judged
-    // offset is where the reference puts it, inside the band in nominal cycles.
+    // offset is where the reference puts it, inside the limits in nominal cycles.
     {
         std::vector<double> tau(6), q(6);
         for (std::size_t j : {1u, 2u}) {
             std::vector<double> off_matched, off_judged, band;
+            std::size_t inside = 0;
             Detector fresh(profile);
             for (std::size_t i = 0; i < loaded.size(); ++i) {
                 const Sample sample = loaded.sample(i, tau, q);
@@ -1055,20 +1097,19 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
                 const double matched_reference = fresh.reference(j)[fresh.evaluations()[j].shared.partner];
                 off_matched.push_back(std::abs(sample.tau[j] - matched_reference));
                 off_judged.push_back(std::abs(judged.offset));
-                band.push_back(judged.band);
+                band.push_back(std::min(judged.high, -judged.low));
+                inside += judged.low <= judged.offset && judged.offset <= judged.high;
             }
             const auto median = [](std::vector<double> v) {
                 std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
                 return v[v.size() / 2];
             };
-            std::size_t inside = 0;
-            for (std::size_t i = 0; i < band.size(); ++i) inside += off_judged[i] <= band[i];
             const double share = static_cast<double>(inside) / static_cast<double>(band.size());
             INFO("joint " << j + 1 << ": median |measured - matched reference| " << median(off_matched) << " Nm, median |judged offset| "
-                          << median(off_judged) << " Nm, median band " << median(band) << " Nm, inside the band " << share);
+                          << median(off_judged) << " Nm, median narrower side of the limits " << median(band) << " Nm, inside the limits " << share);
             CHECK(median(off_matched) > 5.0 * median(band));
             CHECK(median(off_judged) < 0.5 * median(band));
-            CHECK(share > 0.95);  // measured 0.989 and 0.997: a nominal sample outside counts only with persistence
+            CHECK(share > 0.95);  // measured 1.000 on both (the symmetric band drawn before 2026-11-27: 0.989 and 0.997)
         }
     }
     // KA-mDTW, calibrated the same way, keeps the part: the arm model fitted on the same recordings

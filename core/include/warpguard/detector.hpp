@@ -73,6 +73,13 @@ struct JointEvaluation {
     double model_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
+    // Phase-aware only: where the ratio rule's limit lies for the newest sample, as the least and
+    // largest raw deviation (signal less the learned drift, less the reference at the partner)
+    // the rules leave under the threshold given this sample's partner range, speed interval,
+    // friction, payload and rest bands: |deviation| - bands > threshold below / above them. The
+    // accumulated rule (CUSUM) can stop a sustained deviation inside them.
+    double limit_low = 0.0;
+    double limit_high = 0.0;
 };
 
 enum class MatcherKind { Streaming, Published };
@@ -126,9 +133,14 @@ public:
     // counts it (the threshold at that phase, with the friction and payload bands the phase-aware
     // detector forgave there), both times the joint's lever length for KA-mDTW. The measured value
     // less `offset` is what the robot would have sent had it matched the reference exactly.
+    // What the dashboard draws for a joint, in the robot's own signal units (a KA-mDTW lever
+    // scale undone): the newest sample's offset from the reference where it matched, and the
+    // offsets from that reference at which the ratio rule (phase-aware) or rule 1 (published)
+    // would call the sample over its threshold: low <= 0 <= high.
     struct Judged {
         double offset = 0.0;
-        double band = 0.0;
+        double low = 0.0;
+        double high = 0.0;
     };
     Judged judged(std::size_t joint) const;
     // The speed ratio has enough evidence behind it since the stream began to be believed.
@@ -170,6 +182,8 @@ private:
     Decision fault(const Sample& sample) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
+    // The least and largest reference value within +- kPartnerSlack samples of `partner`.
+    std::pair<double, double> partner_range(std::size_t joint, std::size_t partner) const;
     // The reference value of `joint` at reference sample k, as expected at the current speed ratio.
     double expected(std::size_t joint, std::size_t k) const {
         const double b = references_[joint][k];
