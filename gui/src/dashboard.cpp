@@ -221,15 +221,21 @@ void Dashboard::on_feed(const QJsonObject& feed) {
 void Dashboard::redraw() {
     const int j = std::max(0, joint_->currentIndex());
     chart_.y->setTitleText(tr("joint %1 %2 (%3)").arg(j + 1).arg(unit_ == "A" ? tr("current") : tr("torque")).arg(unit_));
-    QList<QPointF> s, r, up, lo;
+    QList<QPointF> s;
+    std::vector<std::array<QList<QPointF>, 3>> stretches;  // reference, upper, lower
+    bool in_stretch = false;
     for (const Point& p : points_) {
         if (j >= p.signal.size()) continue;
         s.append({p.t, p.signal[j].toDouble()});
+        const bool judged = j < p.reference.size() && !p.reference[j].isNull();
+        if (judged && !in_stretch) stretches.emplace_back();
+        in_stretch = judged;
         // The daemon sends the reference and the limits the rules allow in the robot's own units,
         // whatever the detector matches (Detector::judged); null where nothing was judged. The
         // limits need not be symmetric: the reference's range around the matched phase, a speed
         // still converging and a resting joint's held offset widen one side.
-        if (j < p.reference.size() && !p.reference[j].isNull()) {
+        if (judged) {
+            auto& [r, up, lo] = stretches.back();
             r.append({p.t, p.reference[j].toDouble()});
             if (j < p.upper.size() && !p.upper[j].isNull() && j < p.lower.size() && !p.lower[j].isNull()) {
                 up.append({p.t, p.upper[j].toDouble()});
@@ -238,10 +244,27 @@ void Dashboard::redraw() {
         }
     }
     signal_->replace(s);
-    reference_->replace(r);
-    upper_->replace(up);
-    lower_->replace(lo);
+    for (std::size_t k = 0; k < std::max(stretches.size(), 1 + more_stretches_.size()); ++k) {
+        const Stretch series = stretch_series(k);
+        const bool used = k < stretches.size();
+        series.reference->replace(used ? stretches[k][0] : QList<QPointF>());
+        series.upper->replace(used ? stretches[k][1] : QList<QPointF>());
+        series.lower->replace(used ? stretches[k][2] : QList<QPointF>());
+    }
     fit_axes(chart_);
+}
+
+Dashboard::Stretch Dashboard::stretch_series(std::size_t k) {
+    if (k == 0) return {reference_, upper_, lower_};
+    while (more_stretches_.size() < k) {
+        Stretch more;
+        more.reference = add_series(chart_, QString(), reference_->pen().color(), reference_->pen().widthF());
+        more.upper = add_series(chart_, QString(), upper_->pen().color(), upper_->pen().widthF(), Qt::DashLine);
+        more.lower = add_series(chart_, QString(), lower_->pen().color(), lower_->pen().widthF(), Qt::DashLine);
+        for (QLineSeries* s : {more.reference, more.upper, more.lower}) chart_.chart->legend()->markers(s).first()->setVisible(false);
+        more_stretches_.push_back(more);
+    }
+    return more_stretches_[k - 1];
 }
 
 EvidenceDialog* Dashboard::openEvidence(qint64 event_id) {

@@ -7,7 +7,9 @@
 #include <QJsonObject>
 #include <QMap>
 #include <QWidget>
+#include <array>
 #include <deque>
+#include <vector>
 
 #include "charts.hpp"
 
@@ -62,6 +64,14 @@ private:
     QPushButton* resume_;
     Chart chart_;
     QLineSeries *signal_ = nullptr, *reference_ = nullptr, *upper_ = nullptr, *lower_ = nullptr;
+    // Each stretch of judged samples gets its own reference and limit lines, so that none is drawn
+    // across a hold or a recording (a line series cannot have gaps): the first stretch on screen
+    // uses reference_, upper_ and lower_, later ones these (made as needed, never in the legend).
+    struct Stretch {
+        QLineSeries *reference, *upper, *lower;
+    };
+    std::vector<Stretch> more_stretches_;
+    Stretch stretch_series(std::size_t k);
     QTableWidget* events_;
     EvidenceDialog* last_evidence_ = nullptr;
     struct Point {
