@@ -1,5 +1,6 @@
 #include "dashboard.hpp"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLegendMarker>
 #include <QGridLayout>
@@ -45,6 +46,7 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     auto* row = new QHBoxLayout();
     detail_title_ = new QLabel(tr("Select a robot"), detail);
     detail_title_->setStyleSheet("font-size: 16pt; font-weight: bold;");
+    detail_title_->setWordWrap(true);  // a long stop reason wraps instead of widening the window
     joint_ = new QComboBox(detail);
     joint_->setObjectName("jointSelector");
     joint_->setToolTip(tr("Joint shown in the live chart"));
@@ -55,6 +57,11 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     row->addWidget(new QLabel(tr("&Joint:"), detail));
     static_cast<QLabel*>(row->itemAt(1)->widget())->setBuddy(joint_);
     row->addWidget(joint_);
+    deviation_ = new QCheckBox(tr("As &deviation from the reference"), detail);
+    deviation_->setObjectName("deviationView");
+    deviation_->setToolTip(tr("Show the measured value less the reference, with the limits around it"));
+    connect(deviation_, &QCheckBox::toggled, this, [this] { redraw(); });
+    row->addWidget(deviation_);
     row->addWidget(resume_);
     dl->addLayout(row);
     matched_ = new QLabel(detail);
@@ -220,13 +227,17 @@ void Dashboard::on_feed(const QJsonObject& feed) {
 
 void Dashboard::redraw() {
     const int j = std::max(0, joint_->currentIndex());
-    chart_.y->setTitleText(tr("joint %1 %2 (%3)").arg(j + 1).arg(unit_ == "A" ? tr("current") : tr("torque")).arg(unit_));
+    const bool deviation = deviation_->isChecked();
+    // (Short: the chart is low on a shop-floor screen, and the joint is named beside it.)
+    chart_.y->setTitleText(deviation ? tr("deviation (%1)").arg(unit_) : (unit_ == "A" ? tr("current (%1)") : tr("torque (%1)")).arg(unit_));
+    signal_->setName(deviation ? tr("measured less the reference") : tr("measured"));
     QList<QPointF> s;
-    std::vector<std::array<QList<QPointF>, 3>> stretches;  // reference, upper, lower
+    std::vector<std::array<QList<QPointF>, 4>> stretches;  // reference, upper, lower, measured (as deviation)
     bool in_stretch = false;
     for (const Point& p : points_) {
         if (j >= p.signal.size()) continue;
-        s.append({p.t, p.signal[j].toDouble()});
+        const double measured = p.signal[j].toDouble();
+        if (!deviation) s.append({p.t, measured});
         const bool judged = j < p.reference.size() && !p.reference[j].isNull();
         if (judged && !in_stretch) stretches.emplace_back();
         in_stretch = judged;
@@ -235,33 +246,40 @@ void Dashboard::redraw() {
         // limits need not be symmetric: the reference's range around the matched phase, a speed
         // still converging and a resting joint's held offset widen one side.
         if (judged) {
-            auto& [r, up, lo] = stretches.back();
-            r.append({p.t, p.reference[j].toDouble()});
+            auto& [r, up, lo, m] = stretches.back();
+            const double reference = p.reference[j].toDouble(), zero = deviation ? reference : 0.0;
+            r.append({p.t, reference - zero});
             if (j < p.upper.size() && !p.upper[j].isNull() && j < p.lower.size() && !p.lower[j].isNull()) {
-                up.append({p.t, p.upper[j].toDouble()});
-                lo.append({p.t, p.lower[j].toDouble()});
+                up.append({p.t, p.upper[j].toDouble() - zero});
+                lo.append({p.t, p.lower[j].toDouble() - zero});
             }
+            if (deviation) m.append({p.t, measured - reference});
         }
     }
-    signal_->replace(s);
     for (std::size_t k = 0; k < std::max(stretches.size(), 1 + more_stretches_.size()); ++k) {
         const Stretch series = stretch_series(k);
         const bool used = k < stretches.size();
         series.reference->replace(used ? stretches[k][0] : QList<QPointF>());
         series.upper->replace(used ? stretches[k][1] : QList<QPointF>());
         series.lower->replace(used ? stretches[k][2] : QList<QPointF>());
+        // Measured: the whole signal, or each stretch's deviation on its own line.
+        if (k == 0 && !deviation) series.measured->replace(s);
+        else series.measured->replace(used && deviation ? stretches[k][3] : QList<QPointF>());
     }
     fit_axes(chart_);
 }
 
 Dashboard::Stretch Dashboard::stretch_series(std::size_t k) {
-    if (k == 0) return {reference_, upper_, lower_};
+    if (k == 0) return {reference_, upper_, lower_, signal_};
     while (more_stretches_.size() < k) {
         Stretch more;
         more.reference = add_series(chart_, QString(), reference_->pen().color(), reference_->pen().widthF());
         more.upper = add_series(chart_, QString(), upper_->pen().color(), upper_->pen().widthF(), Qt::DashLine);
         more.lower = add_series(chart_, QString(), lower_->pen().color(), lower_->pen().widthF(), Qt::DashLine);
-        for (QLineSeries* s : {more.reference, more.upper, more.lower}) chart_.chart->legend()->markers(s).first()->setVisible(false);
+        more.measured = add_series(chart_, QString(), signal_->pen().color(), signal_->pen().widthF());
+        for (QLineSeries* s : {more.reference, more.upper, more.lower, more.measured}) {
+            chart_.chart->legend()->markers(s).first()->setVisible(false);
+        }
         more_stretches_.push_back(more);
     }
     return more_stretches_[k - 1];

@@ -13,6 +13,7 @@
 
 #include "charts.hpp"
 
+class QCheckBox;
 class QComboBox;
 class QGridLayout;
 class QLabel;
@@ -64,11 +65,15 @@ private:
     QPushButton* resume_;
     Chart chart_;
     QLineSeries *signal_ = nullptr, *reference_ = nullptr, *upper_ = nullptr, *lower_ = nullptr;
-    // Each stretch of judged samples gets its own reference and limit lines, so that none is drawn
-    // across a hold or a recording (a line series cannot have gaps): the first stretch on screen
-    // uses reference_, upper_ and lower_, later ones these (made as needed, never in the legend).
+    // The live chart as the measured value less the reference (the reference at 0, the limits
+    // around it): the limits are a few units wide where a collision or a move spans hundreds.
+    QCheckBox* deviation_;
+    // Each stretch of judged samples gets its own reference and limit lines (and, as deviations,
+    // its own measured line), so that none is drawn across a hold or a recording (a line series
+    // cannot have gaps): the first stretch on screen uses reference_, upper_, lower_ and signal_,
+    // later ones these (made as needed, never in the legend).
     struct Stretch {
-        QLineSeries *reference, *upper, *lower;
+        QLineSeries *reference, *upper, *lower, *measured;
     };
     std::vector<Stretch> more_stretches_;
     Stretch stretch_series(std::size_t k);

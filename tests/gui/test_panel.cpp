@@ -5,6 +5,7 @@
 // Screenshots of every wizard page and of the dashboard go to WARPGUARD_SHOTS (docs/panel/ in the
 // repository holds the ones of the last run that updated them).
 #include <QApplication>
+#include <QCheckBox>
 #include <QChartView>
 #include <QXYSeries>
 #include <QComboBox>
@@ -329,6 +330,41 @@ private slots:
             QVERIFY2(matched.contains("Judged: the torque as recorded"), qPrintable(matched));
         }
         shot(&window, "dashboard-stop");
+        {
+            // As deviations: the measured value less the reference on each judged stretch, the
+            // reference at 0 and the limits around it (a few Nm, lost beside a collision's 100 Nm).
+            auto* as_deviation = window.findChild<QCheckBox*>("deviationView");
+            QVERIFY(as_deviation && !as_deviation->isChecked());
+            as_deviation->setChecked(true);
+            auto* view = window.findChild<QChartView*>("liveChart");
+            const auto series = [&](int k) { return qobject_cast<QXYSeries*>(view->chart()->series().at(k))->points(); };
+            const QList<QPointF> measured = series(0), reference = series(1), upper = series(2), lower = series(3);
+            QVERIFY2(reference.size() > 10 && measured.size() == reference.size() && upper.size() == reference.size() &&
+                         lower.size() == reference.size(),
+                     qPrintable(QString("as deviations: %1 measured, %2 reference, %3 / %4 limit points")
+                                    .arg(measured.size()).arg(reference.size()).arg(upper.size()).arg(lower.size())));
+            std::vector<double> off, band;
+            int straddle = 0;
+            for (int k = 0; k < reference.size(); ++k) {
+                QCOMPARE(reference[k].y(), 0.0);
+                straddle += lower[k].y() < 0.0 && upper[k].y() > 0.0;
+                if (k >= reference.size() - 60) continue;  // the last 60 include the stop
+                off.push_back(std::abs(measured[k].y()));
+                band.push_back(std::min(upper[k].y(), -lower[k].y()));
+            }
+            QCOMPARE(straddle, reference.size());
+            QVERIFY(off.size() > 10);
+            std::sort(off.begin(), off.end());
+            std::sort(band.begin(), band.end());
+            QVERIFY2(off[off.size() / 2] < band[band.size() / 2],
+                     qPrintable(QString("as deviations: median %1 off, median narrower side of the limits %2")
+                                    .arg(off[off.size() / 2]).arg(band[band.size() / 2])));
+            QVERIFY2(view->chart()->axes(Qt::Vertical).first()->titleText().startsWith("deviation"),
+                     qPrintable(view->chart()->axes(Qt::Vertical).first()->titleText()));
+            shot(&window, "dashboard-deviation");
+            as_deviation->setChecked(false);
+            QVERIFY2(live_points(&window, "liveChart", 0) > 50, "back to the measured signal: no signal drawn");
+        }
         const qint64 stop_id = events->item(stop_row, 0)->text().toLongLong();
         events->setCurrentCell(stop_row, 0);
         events->setFocus();
