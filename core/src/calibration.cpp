@@ -896,18 +896,28 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             payload_note = "not modelled: the signal is a motor-current magnitude (unsigned)";
         } else if (profile.reference.payload.empty()) {
             payload_note = "not modelled: the reference declares no payload (no 'payload' column)";
-        } else if (options.method == MatchingMethod::KaMdtw) {
-            payload_note = "not taken off: KA-mDTW matches the declared payload's torque, scaled by the lever lengths (thesis 4.5.1); "
-                           "a part of another mass than the reference's is not modelled";
-        } else if (options.keep_payload) {
-            payload_note = "not taken off (--keep-payload): the declared payload's torque is matched as part of the signal; a part of "
-                           "another mass than the reference's is not modelled";
         } else {
+            // KA-mDTW matches the part's torque, scaled by the lever lengths (thesis 4.5.1), and
+            // --keep-payload keeps it too: there only a part heavier or lighter than the
+            // reference's is modelled, by its difference.
+            const bool keep_part = options.method == MatchingMethod::KaMdtw || options.keep_payload;
             std::vector<const NamedRecording*> recordings{&reference};
             for (const auto& nom : nominal) recordings.push_back(&nom);
             auto fitted = fit_payload_model(model, recordings, profile.unit, options.gravity);
-            payload_note = fitted.derivation.value("note", std::string("fitted"));
-            if (fitted.derivation.value("usable", false)) profile.payload = std::move(fitted);
+            const std::string fit_note = fitted.derivation.value("note", std::string("fitted"));
+            const bool usable = fitted.derivation.value("usable", false);
+            if (!keep_part) {
+                payload_note = fit_note;
+            } else {
+                payload_note = fmt::format("{}: the declared payload's torque is matched as part of the signal; {}",
+                                           options.method == MatchingMethod::KaMdtw
+                                               ? "not taken off: KA-mDTW scales the part's force by the lever lengths (thesis 4.5.1)"
+                                               : "not taken off (--keep-payload)",
+                                           usable ? "a part of another mass than the reference's is taken off by its difference, " + fit_note
+                                                  : "a part of another mass than the reference's is not modelled (" + fit_note + ")");
+                fitted.beyond_reference_part = true;
+            }
+            if (usable) profile.payload = std::move(fitted);
         }
     }
     // The calibration pass: every nominal sample through the detector, as in operation.

@@ -230,7 +230,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
     }
     if (profile_.payload) {
         // The reference unloaded: less its declared payload's torques J_p^T m (a - g) at its own
-        // angles and tool point accelerations (divided by its lever lengths for KA-mDTW).
+        // angles and tool point accelerations (divided by its lever lengths for KA-mDTW). With
+        // beyond_reference_part it keeps its part, and each sample is relieved of what it carries
+        // beyond that part only.
         const auto& pm = *profile_.payload;
         const std::size_t size = profile_.reference.size();
         payload_acceleration_ = tool_point_acceleration(pm.model, profile_.reference.t, profile_.reference.q);
@@ -242,8 +244,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         payload_error_.resize(profile_.joints, 0.0);  // a model without its error (made by hand): none
         std::vector<double> q(profile_.joints), lever(profile_.joints, 1.0);
         const bool ka = profile_.method == MatchingMethod::KaMdtw;
+        reference_part_ = *std::max_element(reference_payload_.begin(), reference_payload_.end());
         for (std::size_t k = 0; k < size; ++k) {
-            if (reference_payload_[k] == 0.0) continue;
+            if (reference_payload_[k] == 0.0 || pm.beyond_reference_part) continue;
             for (std::size_t j = 0; j < profile_.joints; ++j) q[j] = profile_.reference.q[j][k];
             tool_point_jacobian(pm.model, q, payload_frames_, payload_columns_);
             if (ka) equivalent_lever_lengths(profile_.kinematics->model, q, profile_.kinematics->force, lever);
@@ -465,7 +468,9 @@ Decision Detector::update(const Sample& sample) {
     if (profile_.payload) {
         const auto& pm = *profile_.payload;
         const std::size_t at = has_shared_ ? shared_ : 0;
-        const double mass = payload_active_ ? sample.payload : reference_payload_[at];
+        const double mass = pm.beyond_reference_part ? (payload_active_ && sample.payload > 0.0 ? sample.payload - reference_part_ : 0.0)
+                            : payload_active_            ? sample.payload
+                                                         : reference_payload_[at];
         tool_point_jacobian(pm.model, sample.q, payload_frames_, payload_columns_);
         const Eigen::Vector3d accel = has_shared_ ? Eigen::Vector3d(speed_ratio_ * speed_ratio_ * payload_acceleration_[at]) : Eigen::Vector3d::Zero();
         const Eigen::Vector3d force = mass * (accel - pm.gravity);

@@ -178,6 +178,7 @@ nlohmann::json to_json(const PayloadModel& model) {
             {"gravity", {model.gravity.x(), model.gravity.y(), model.gravity.z()}},
             {"signal_per_nm", model.signal_per_nm},
             {"relative_error", model.relative_error},
+            {"beyond_reference_part", model.beyond_reference_part},
             {"derivation", model.derivation}};
 }
 
@@ -193,6 +194,7 @@ PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints
     try {
         m.signal_per_nm = j.at("signal_per_nm").get<std::vector<double>>();
         m.relative_error = j.value("relative_error", std::vector<double>(joints, 0.0));
+        m.beyond_reference_part = j.value("beyond_reference_part", false);
         if (j.contains("gravity")) {
             const auto g = j.at("gravity").get<std::vector<double>>();
             if (g.size() != 3) throw std::invalid_argument(fmt::format("payload_model.gravity has {} numbers; expected 3", g.size()));

@@ -36,7 +36,10 @@ std::string describe_matched_signal(const Profile& profile) {
     } else {
         out = fmt::format("the {} as recorded", signal);
     }
-    if (profile.payload) out += ", less the declared payload's torque";
+    if (profile.payload) {
+        out += profile.payload->beyond_reference_part ? ", less the torque of a declared payload beyond the reference's part"
+                                                      : ", less the declared payload's torque";
+    }
     if (profile.method == MatchingMethod::KaMdtw) out += ", divided by the lever lengths (KA-mDTW)";
     return out;
 }

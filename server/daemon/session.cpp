@@ -943,9 +943,10 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
         throw std::invalid_argument(fmt::format("profile {} is in {}; robot '{}' sends {}", profile_id, to_string(profile.unit), config_.id,
                                                 to_string(config_.unit)));
     }
-    if (profile.payload && !config_.payload) {
+    if (profile.payload && !profile.payload->beyond_reference_part && !config_.payload) {
         // Its samples would be compared unloaded of a payload nobody declares: measured offline,
-        // a VP-6242-like nominal run without the declaration stopped 175 times in 40 cycles.
+        // a VP-6242-like nominal run without the declaration stopped 175 times in 40 cycles. (A
+        // model of the payload beyond the reference's part takes nothing off an undeclared sample.)
         throw std::invalid_argument(fmt::format("profile {} has a payload model (its recordings declared the payload); robot '{}' is "
                                                 "configured without the payload: set \"payload\": true in its configuration, or "
                                                 "calibrate on recordings that do not declare it",

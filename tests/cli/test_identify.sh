@@ -227,14 +227,18 @@ if "$wg" calibrate --reference loaded.csv --nominal nominal11.csv --model irb.js
 fi
 grep -q "excludes" err.txt
 # The default takes the declared part's torque off with the payload model; --keep-payload matches it
-# as part of the signal, as KA-mDTW always does (its lever lengths scale the part's force).
+# as part of the signal, as KA-mDTW always does (its lever lengths scale the part's force), and
+# takes off only a part heavier or lighter than the reference's.
 grep -q "declared payload: fitted" own-arm.txt || { cat own-arm.txt; echo "the default fitted no payload model"; exit 1; }
 "$wg" calibrate --reference loaded.csv --reference-cycles 2 --nominal nominal11.csv --model irb.json --keep-payload --out kept.json > kept.txt
 grep -q "declared payload: not taken off (--keep-payload)" kept.txt || { cat kept.txt; echo "--keep-payload took the part off"; exit 1; }
 "$wg" calibrate --reference loaded.csv --reference-cycles 2 --nominal nominal11.csv --model irb.json --method ka-mdtw --out ka.json > ka.txt
 grep -q "declared payload: not taken off: KA-mDTW" ka.txt || { cat ka.txt; echo "KA-mDTW took the part off"; exit 1; }
 grep -q "matched signal: the deviation from the arm model fitted on" ka.txt || { cat ka.txt; echo "KA-mDTW fitted no arm model"; exit 1; }
-python3 -c 'import json, sys; p = [json.load(open(f)) for f in sys.argv[1:]]; assert "payload_model" in p[0] and all("payload_model" not in q for q in p[1:]), [list(q) for q in p]' \
+# Both still model a part of another mass than the reference's, by its difference only.
+grep -q "taken off by its difference" kept.txt || { cat kept.txt; echo "--keep-payload models no heavier part"; exit 1; }
+grep -q "taken off by its difference" ka.txt || { cat ka.txt; echo "KA-mDTW models no heavier part"; exit 1; }
+python3 -c 'import json, sys; p = [json.load(open(f))["payload_model"] for f in sys.argv[1:]]; assert [q["beyond_reference_part"] for q in p] == [False, True, True], p' \
   own-arm.json kept.json ka.json
 
 echo "identification CLI: all checks passed"

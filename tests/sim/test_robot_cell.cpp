@@ -626,6 +626,74 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
     CHECK(hits.truth->detected >= 9);
 }
 
+TEST_CASE("KA-mDTW keeps the reference's part and takes off only a declared heavier part's difference", "[sim][payload][ka]") {
+    // KA-mDTW matches the part's torque over the lever lengths (thesis 4.5.1), so its payload model
+    // takes off only what a sample carries beyond the reference's part: twice the part is matched
+    // as the reference's part.
+    const RobotDescription robot = ur5e();
+    const sim::Task task = ur5e_task(true);
+    sim::Task heavy_task = task;
+    double part = 0;
+    for (auto& step : heavy_task.steps) {
+        if (step.kind == sim::TaskStep::Kind::Grasp) part = step.mass, step.mass *= 2.0;
+    }
+    REQUIRE(part > 0);
+    const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 30, 52, 1.0, 0);
+    const Recording same = record_cell(robot, task, 10, 55, 1.0, 0);
+    const Recording heavy = record_cell(robot, heavy_task, 10, 53, 1.0, 0);
+    const Recording heavy_hits = record_cell(robot, heavy_task, 11, 54, 1.0, 10);
+
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.method = MatchingMethod::KaMdtw;
+    options.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
+                                            kDefaultMinLever, {}};
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE(profile.payload.has_value());
+    CHECK(profile.payload->beyond_reference_part);
+    const std::string note = profile.calibration.at("payload_model").get<std::string>();
+    INFO("payload note: " << note);
+    CHECK(note.find("not taken off: KA-mDTW") == 0);
+    CHECK(note.find("taken off by its difference") != std::string::npos);
+    CHECK(describe_matched_signal(profile).find("beyond the reference's part") != std::string::npos);
+    Profile unmodelled = profile;  // as calibrated before: the part's mass not modelled at all
+    unmodelled.payload.reset();
+
+    const auto run = [&](const Profile& p, const Recording& rec) {
+        Detector detector(p);
+        return evaluate_detector("run", rec, detector);
+    };
+    // The reference's own part: nothing is taken off, the matched signal is the one without the
+    // model, sample for sample.
+    {
+        Detector with(profile), without(unmodelled);
+        std::vector<double> tau(6), q(6);
+        double largest = 0.0;
+        for (std::size_t i = 0; i < same.size(); ++i) {
+            const Sample sample = same.sample(i, tau, q);
+            with.update(sample);
+            without.update(sample);
+            for (std::size_t j = 0; j < 6; ++j) largest = std::max(largest, std::abs(with.window(j).back() - without.window(j).back()));
+        }
+        INFO("the reference's part: largest difference of the matched signal with and without the model " << largest);
+        CHECK(largest == 0.0);
+    }
+    const RunEvaluation unmodelled_run = run(unmodelled, heavy);
+    const RunEvaluation modelled_run = run(profile, heavy);
+    INFO("10 cycles with twice the part: " << unmodelled_run.events.size() << " stop events without the model, " << modelled_run.events.size()
+                                           << " with it");
+    CHECK(unmodelled_run.events.size() >= 10);
+    CHECK(modelled_run.events.size() <= 1);
+    const RunEvaluation hits = run(profile, heavy_hits);
+    REQUIRE(hits.truth.has_value());
+    INFO("collisions with twice the part: " << hits.truth->detected << " of " << hits.truth->collisions.size() << " detected, "
+                                            << hits.truth->false_stop_events << " false stop events");
+    CHECK(hits.truth->collisions.size() == 10);
+    CHECK(hits.truth->detected >= 9);
+}
+
 TEST_CASE("without a payload model the declared payload still marks the phase: the shared partner carries when the robot does",
           "[sim][payload]") {
     // A profile without the robot's kinematics has no model of the part's torques, but the
@@ -1124,7 +1192,8 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
         REQUIRE(arm_from_nominal_applies(ka, reference));
         const Profile kap = calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), ka);
         REQUIRE(kap.arm.has_value());
-        CHECK_FALSE(kap.payload.has_value());
+        REQUIRE(kap.payload.has_value());  // only for a part of another mass than the reference's
+        CHECK(kap.payload->beyond_reference_part);
         CHECK(kap.calibration.at("payload_model").get<std::string>().find("not taken off: KA-mDTW") == 0);
         CHECK(describe_matched_signal(kap).find("less the declared payload") == std::string::npos);
         Detector kd(kap);
@@ -1149,12 +1218,13 @@ TEST_CASE("the arm model fitted on the calibration cycles, less their declared p
             REQUIRE(part[k].size() > 100);
             CHECK(rms(error[k]) < 0.25 * rms(part[k]));
         }
-        // mDTW keeps it only when asked, and then without a payload model.
+        // mDTW keeps it only when asked, and then models only a part of another mass.
         CalibrationOptions keep = options;
         keep.keep_payload = true;
         const Profile kept = calibrate({"reference.csv", &reference}, std::span<const NamedRecording>(&nominal, 1), keep);
         CHECK(kept.arm.has_value());
-        CHECK_FALSE(kept.payload.has_value());
+        REQUIRE(kept.payload.has_value());
+        CHECK(kept.payload->beyond_reference_part);
         CHECK(kept.calibration.at("payload_model").get<std::string>().find("not taken off (--keep-payload)") == 0);
     }
 

@@ -569,7 +569,8 @@ void register_calibrate(CLI::App& app) {
                   "payload) and matches the deviation from it")
         ->excludes("--arm");
     cmd->add_flag("--keep-payload", args->keep_payload,
-                  "Match the declared payload's torque as part of the signal rather than taking it off with a payload model "
+                  "Match the declared payload's torque as part of the signal rather than taking it off with a payload model; "
+                  "only a part of another mass than the reference's is taken off, by its difference "
                   "(KA-mDTW always does: its lever lengths scale the load's force)");
     cmd->add_option("--force-frame", args->force_frame, "Frame of the force direction: base or tool")->capture_default_str()->check(CLI::IsMember({"base", "tool"}));
     cmd->add_option("--force", args->force, "Force direction x,y,z")->capture_default_str();

@@ -102,7 +102,8 @@ struct CalibrationOptions {
     // payload model. KA-mDTW always does: the load's force is what its lever lengths scale, so it
     // matches the deviation from the arm without the load, the load's torque left in (thesis §4.5.1:
     // the run without the load is the arm's model, the difference is the task's force). A part of
-    // another mass than the reference's is then not modelled.
+    // another mass than the reference's is then taken off by its difference from the reference's
+    // part (PayloadModel::beyond_reference_part), where the payload model can be fitted.
     bool keep_payload = false;
     // Dry friction per joint the recordings already have taken off, signal units (empty: none).
     // Calibrating with `arm` sets it to the arm model's Coulomb terms (arm_coulomb) for the

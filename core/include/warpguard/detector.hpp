@@ -301,6 +301,7 @@ private:
     std::vector<std::vector<double>> payload_inertial_;
     std::vector<std::vector<double>> payload_total_;  // the reference's payload torque (inertial + gravity)
     std::vector<double> payload_error_;               // per joint: the model's relative error
+    double reference_part_ = 0.0;                     // the largest mass the reference declares
     // Per reference sample: the first later sample whose carrying state (payload > 0) differs, and
     // the first sample of its own run of that state (they mark phases for the shared partner).
     std::vector<std::size_t> payload_next_, payload_previous_;

@@ -157,6 +157,11 @@ struct PayloadModel {
     // relative standard errors of its scale; at most 1). A payload that differs from the
     // reference's is forgiven this share of the difference's torque (Detector: payload band).
     std::vector<double> relative_error;
+    // Only the declared payload beyond the reference's part is taken off (KA-mDTW, whose lever
+    // lengths scale the part's force, and --keep-payload): the reference and the matched signal
+    // keep the part the reference carried (the largest mass it declares), and a sample carrying
+    // another mass is matched as if it carried that part; one carrying none is matched as it is.
+    bool beyond_reference_part = false;
     nlohmann::json derivation = nlohmann::json::object();
 };
 
