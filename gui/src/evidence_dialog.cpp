@@ -4,6 +4,7 @@
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QLabel>
+#include <QLegendMarker>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -62,7 +63,10 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
         decision->setWordWrap(true);
         decision->setStyleSheet("font-size: 13pt; color: rgb(170,20,20);");
         const QString key = event.value("rule").toString();
-        const QString rule = key == "rule1"           ? tr("rule 1 (absolute difference, %1)").arg(unit)
+        const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
+        const QString rule = key == "rule1" && phase_aware
+                                 ? tr("the deviation from the reference at the matched phase, beyond its bands (%1)").arg(unit)
+                             : key == "rule1"         ? tr("rule 1 (absolute difference, %1)").arg(unit)
                              : key == "rule2"         ? tr("rule 2 (eigenvalue, %1)").arg(unit + QChar(0x00B2))
                              : key == "accumulated"   ? tr("the accumulated deviation (CUSUM, in multiples of the phase threshold)")
                              : key == "envelope"      ? tr("the envelope limit (%1)").arg(unit)
@@ -86,11 +90,29 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
         layout->insertWidget(at++, matched);
     }
 
-    // Rule values against thresholds, every joint.
+    // Rule values against thresholds, every joint: the default (phase-aware) detector's own rules
+    // at the shared partner, or the published rules 1 and 2 over the matched span.
+    const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
+    const double cusum_limit = evidence.value("cusum_limit").toDouble();
     auto* table = new QTableWidget(joints.size(), 6, this);
     table->setObjectName("evidenceRules");
-    table->setHorizontalHeaderLabels({tr("joint"), tr("rule 1 |a − b| (%1)").arg(unit), tr("θ1 (%1)").arg(unit),
-                                      tr("rule 2 λ2 (%1)").arg(unit + QChar(0x00B2)), tr("θ2 (%1)").arg(unit + QChar(0x00B2)), tr("matched reference span")});
+    if (phase_aware) {
+        table->setHorizontalHeaderLabels({tr("joint"), tr("deviation (%1)").arg(unit), tr("threshold (%1)").arg(unit), tr("× threshold"),
+                                          tr("CUSUM (limit %1)").arg(cusum_limit, 0, 'g', 4), tr("matched sample")});
+        const QStringList tips = {QString(),
+                                  tr("The newest sample's deviation from the reference at the matched phase, beyond the reference's "
+                                     "range there and the speed, friction and payload bands"),
+                                  tr("The threshold at the matched phase: over it for the persistence samples stops the robot"),
+                                  tr("The deviation in multiples of the threshold"),
+                                  tr("The accumulated deviation in multiples of the threshold: over the limit stops the robot"),
+                                  tr("The reference sample matched to the newest one, shared by all joints (the chart shows "
+                                     "the reference up to it)")};
+        for (int c = 1; c < tips.size(); ++c) table->horizontalHeaderItem(c)->setToolTip(tips[c]);
+    } else {
+        table->setHorizontalHeaderLabels({tr("joint"), tr("rule 1 |a − b| (%1)").arg(unit), tr("θ1 (%1)").arg(unit),
+                                          tr("rule 2 λ2 (%1)").arg(unit + QChar(0x00B2)), tr("θ2 (%1)").arg(unit + QChar(0x00B2)),
+                                          tr("matched reference span")});
+    }
     table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
     table->verticalHeader()->hide();
     table->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -109,28 +131,47 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
             table->setItem(r, col, item);
         };
         cell(0, QString::number(j.value("joint").toInt()));
-        cell(1, QString::number(rule1, 'g', 4), rule1 > theta1);
-        cell(2, QString::number(theta1, 'g', 4));
-        cell(3, QString::number(rule2, 'g', 4), rule2 > theta2);
-        cell(4, QString::number(theta2, 'g', 4));
-        cell(5, tr("%1 … %2").arg(j.value("ref_start").toInt()).arg(j.value("ref_end").toInt()));
+        if (phase_aware) {
+            const double deviation = j.value("deviation").toDouble(), threshold = j.value("phase_threshold").toDouble();
+            const double cusum = j.value("cusum").toDouble();
+            cell(1, QString::number(deviation, 'g', 4), deviation > threshold);
+            cell(2, QString::number(threshold, 'g', 4));
+            cell(3, QString::number(threshold > 0 ? deviation / threshold : 0.0, 'f', 2), deviation > threshold);
+            cell(4, QString::number(cusum, 'g', 4), cusum_limit > 0 && cusum > cusum_limit);
+            cell(5, QString::number(j.value("partner").toInt()));
+        } else {
+            cell(1, QString::number(rule1, 'g', 4), rule1 > theta1);
+            cell(2, QString::number(theta1, 'g', 4));
+            cell(3, QString::number(rule2, 'g', 4), rule2 > theta2);
+            cell(4, QString::number(theta2, 'g', 4));
+            cell(5, tr("%1 … %2").arg(j.value("ref_start").toInt()).arg(j.value("ref_end").toInt()));
+        }
 
-        // Figure 15/19: the window and the matched reference span, each over its own samples.
-        Chart c = make_chart(tr("Joint %1: measurement window and matched reference span").arg(j.value("joint").toInt()),
+        // Figure 15/19: the window and the matched reference span, each over its own samples (the
+        // phase-aware detector: the reference up to the sample it matched to the newest one).
+        Chart c = make_chart(phase_aware ? tr("Joint %1: measurement window and the reference up to the matched sample").arg(j.value("joint").toInt())
+                                         : tr("Joint %1: measurement window and matched reference span").arg(j.value("joint").toInt()),
                              tr("sample in window / in matched span"), tr("signal (%1)").arg(unit));
         auto* window = add_series(c, tr("measurement window (m = %1)").arg(evidence.value("window").toInt()), QColor(200, 30, 30), 2.5);
         auto* reference = add_series(c, tr("matched reference %1 … %2").arg(j.value("ref_start").toInt()).arg(j.value("ref_end").toInt()),
                                      QColor(30, 90, 200), 2.0);
-        auto* upper = add_series(c, tr("reference + θ1"), QColor(30, 90, 200, 120), 1.0, Qt::DashLine);
-        auto* lower = add_series(c, tr("reference − θ1"), QColor(30, 90, 200, 120), 1.0, Qt::DashLine);
+        // The phase-aware detector's θ1 changes along the reference (theta1_span, per sample of
+        // the span); the published one has one per joint.
+        const QJsonArray along = j.value("theta1_span").toArray();
+        const bool per_phase = !along.isEmpty();
+        auto* upper = add_series(c, per_phase ? tr("reference ± θ1 at each phase") : tr("reference + θ1"), QColor(30, 90, 200, 120), 1.0,
+                                 Qt::DashLine);
+        auto* lower = add_series(c, per_phase ? QString() : tr("reference − θ1"), QColor(30, 90, 200, 120), 1.0, Qt::DashLine);
+        if (per_phase) c.chart->legend()->markers(lower).first()->setVisible(false);
         const QJsonArray w = j.value("window").toArray(), ref = j.value("reference").toArray();
         for (int k = 0; k < w.size(); ++k) window->append(k, w[k].toDouble());
         // The span is stretched over the window's length so both read against one axis.
         const double stretch = ref.size() > 1 ? double(w.size() - 1) / double(ref.size() - 1) : 1.0;
         for (int k = 0; k < ref.size(); ++k) {
             reference->append(k * stretch, ref[k].toDouble());
-            upper->append(k * stretch, ref[k].toDouble() + theta1);
-            lower->append(k * stretch, ref[k].toDouble() - theta1);
+            const double at = per_phase && k < along.size() ? along[k].toDouble() : theta1;
+            upper->append(k * stretch, ref[k].toDouble() + at);
+            lower->append(k * stretch, ref[k].toDouble() - at);
         }
         fit_axes(c);
         tabs->addTab(c.view, tr("joint %1%2").arg(j.value("joint").toInt()).arg(j.value("joint").toInt() == stop_joint ? " ●" : ""));

@@ -275,6 +275,11 @@ void RobotSession::reserve_evidence_locked(const Profile& p) {
         e->span_len.assign(n, 0);
         e->rule1.assign(n, 0.0);
         e->rule2.assign(n, 0.0);
+        e->phase_aware = false;
+        e->excess.assign(n, 0.0);
+        e->phase_threshold.assign(n, 0.0);
+        e->cusum.assign(n, 0.0);
+        e->partner.assign(n, 0);
     }
 }
 
@@ -387,18 +392,28 @@ void RobotSession::capture_evidence_locked() {
     const std::size_t n = detector_->joints(), w = detector_->window_length(), span = kEvidenceSpanFactor * w;
     e.joints = n;
     e.window = w;
+    e.phase_aware = detector_->profile().detector == DetectorKind::PhaseAware && detector_->profile().phase.has_value();
     for (std::size_t j = 0; j < n; ++j) {
         const auto window = detector_->window(j);
         std::copy(window.begin(), window.end(), e.signal.begin() + static_cast<std::ptrdiff_t>(j * w));
         const JointEvaluation& ev = detector_->evaluations()[j];
         const auto ref = detector_->reference(j);
-        const std::size_t len = std::min(span, ev.ref_end - ev.ref_start + 1);
-        std::copy_n(ref.begin() + static_cast<std::ptrdiff_t>(ev.ref_start), len, e.reference.begin() + static_cast<std::ptrdiff_t>(j * span));
-        e.span_start[j] = static_cast<std::uint32_t>(ev.ref_start);
-        e.span_end[j] = static_cast<std::uint32_t>(ev.ref_end);
+        // The reference the rules compared with: the phase-aware detector's, up to the shared
+        // partner (the window's length of it); the published one's, the joint's own mDTW span.
+        const std::size_t partner = ev.shared.partner;
+        const std::size_t start = e.phase_aware ? (partner + 1 >= w ? partner + 1 - w : 0) : ev.ref_start;
+        const std::size_t end = e.phase_aware ? partner : ev.ref_end;
+        const std::size_t len = std::min(span, end - start + 1);
+        std::copy_n(ref.begin() + static_cast<std::ptrdiff_t>(start), len, e.reference.begin() + static_cast<std::ptrdiff_t>(j * span));
+        e.span_start[j] = static_cast<std::uint32_t>(start);
+        e.span_end[j] = static_cast<std::uint32_t>(end);
         e.span_len[j] = static_cast<std::uint32_t>(len);
         e.rule1[j] = ev.rule1.magnitude();
         e.rule2[j] = ev.rule2;
+        e.excess[j] = ev.ratio * ev.phase_threshold;
+        e.phase_threshold[j] = ev.phase_threshold;
+        e.cusum[j] = ev.cusum;
+        e.partner[j] = static_cast<std::uint32_t>(partner);
     }
     e.valid = true;
 }
@@ -661,6 +676,8 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
     nlohmann::json joints = nlohmann::json::array();
     std::vector<JointThresholds> thresholds;
     std::vector<double> phase_theta1;  // the phase-aware threshold where the window matched
+    std::vector<std::vector<double>> phase_span;  // ... and along the matched span, per joint
+    double cusum_limit = 0.0;
     std::string matched;
     {
         std::lock_guard lk(mutex_);
@@ -668,8 +685,12 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
             thresholds = detector_->profile().thresholds;
             matched = describe_matched_signal(detector_->profile());
             if (const auto& ph = detector_->profile().phase) {
+                cusum_limit = ph->cusum_limit;
                 for (std::size_t j = 0; j < e.joints && j < ph->rule1.size(); ++j) {
-                    phase_theta1.push_back(ph->rule1[j][std::min<std::size_t>(e.span_end[j], ph->rule1[j].size() - 1)]);
+                    const auto& t = ph->rule1[j];
+                    phase_theta1.push_back(t[std::min<std::size_t>(e.span_end[j], t.size() - 1)]);
+                    auto& along = phase_span.emplace_back();
+                    for (std::size_t k = 0; k < e.span_len[j]; ++k) along.push_back(t[std::min<std::size_t>(e.span_start[j] + k, t.size() - 1)]);
                 }
             }
         }
@@ -687,11 +708,21 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
         jj["rule2"] = e.rule2[j];
         if (j < thresholds.size()) {
             jj["theta1"] = j < phase_theta1.size() ? phase_theta1[j] : thresholds[j].rule1.value;
+            if (j < phase_span.size()) jj["theta1_span"] = phase_span[j];  // phase-aware: per reference sample
             jj["theta2"] = thresholds[j].rule2.value;
+        }
+        if (e.phase_aware) {
+            // What the default detector decided on (its ratio rule: deviation > threshold; its
+            // accumulated rule: CUSUM > cusum_limit), at the shared partner.
+            jj["deviation"] = e.excess[j];
+            jj["phase_threshold"] = e.phase_threshold[j];
+            jj["cusum"] = e.cusum[j];
+            jj["partner"] = e.partner[j];
         }
         joints.push_back(std::move(jj));
     }
     nlohmann::json out = {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
+    if (e.phase_aware) out["detector"] = "phase-aware", out["cusum_limit"] = cusum_limit;
     if (!matched.empty()) out["matched"] = matched;
     return out;
 }

@@ -186,6 +186,12 @@ private:
         std::vector<double> reference;  // joint-major, up to kEvidenceSpan values each
         std::vector<std::uint32_t> span_start, span_end, span_len;
         std::vector<double> rule1, rule2;
+        // The phase-aware detector's own rule values (what its STOP was decided on): the
+        // deviation beyond the bands, the threshold at the matched phase, the CUSUM, and the shared
+        // partner (the reference sample matched to the newest one). Not filled for the published one.
+        bool phase_aware = false;
+        std::vector<double> excess, phase_threshold, cusum;
+        std::vector<std::uint32_t> partner;
         std::vector<double> t;          // robot time of each window sample
     };
     static constexpr std::size_t kPending = 16;

@@ -377,6 +377,20 @@ private slots:
         QVERIFY2(ev->findChild<QLabel*>("evidenceMatched") && ev->findChild<QLabel*>("evidenceMatched")->text().contains("the torque as recorded"),
                  "the evidence does not say what signal was matched");
         QVERIFY(ev->findChild<QTabWidget*>("evidenceCharts")->count() == 6);
+        {
+            // The default detector's own rule values: the stop joint's row shows the value the stop
+            // names, over its limit (red), in the column of the rule that stopped.
+            auto* rules = ev->findChild<QTableWidget*>("evidenceRules");
+            QVERIFY2(rules->horizontalHeaderItem(1)->text().startsWith("deviation ("), qPrintable(rules->horizontalHeaderItem(1)->text()));
+            const QString reason = events->item(stop_row, 4)->text();
+            const QRegularExpressionMatch m = QRegularExpression("^joint (\\d+) (.*): ([-0-9.e+]+) > limit").match(reason);
+            QVERIFY2(m.hasMatch(), qPrintable(reason));
+            const int row = m.captured(1).toInt() - 1, column = m.captured(2).startsWith("accumulated") ? 4 : 1;
+            QTableWidgetItem* item = rules->item(row, column);
+            QVERIFY2(item && item->text() == m.captured(3),
+                     qPrintable(QString("stop '%1': the evidence row shows %2 in column %3").arg(reason, item ? item->text() : "nothing").arg(column)));
+            QCOMPARE(item->background().color(), QColor(220, 40, 40));
+        }
         shot(ev, "evidence");
         ev->close();
 

@@ -415,6 +415,15 @@ def test_detect(tmp):
               "evidence holds every joint's window (30 samples) and matched reference span")
         check(ev[0]["value"] > ev[0]["threshold"] > 0,
               "the stop's value %.4g exceeds its threshold %.4g (%s)" % (ev[0]["value"], ev[0]["threshold"], ev[0]["rule"]))
+        # The phase-aware thresholds along each matched span, as the profile holds them per reference
+        # sample (the evidence dialog draws them): one per span sample, the profile's own values.
+        phase = d.call({"cmd": "reference", "robot": "cell1"})["reference"]["phase_theta1"]
+        spans_ok = all(len(jj["theta1_span"]) == len(jj["reference"]) and
+                       jj["theta1_span"] == phase[jj["joint"] - 1][jj["ref_start"]:jj["ref_start"] + len(jj["reference"])]
+                       for jj in joints)
+        varying = sum(len(set(jj["theta1_span"])) > 1 for jj in joints)
+        check(spans_ok, "the evidence's thresholds along each matched span are the profile's per-phase ones "
+                        "(%d of 6 joints' spans cross more than one threshold)" % varying)
     finally:
         d.stop()
 
