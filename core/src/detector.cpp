@@ -298,9 +298,7 @@ AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partn
     // `partner`: the timing of a cycle varies by a sample or two, and at a step (a part grasped)
     // any value between the two levels is nominal.
     const auto [low, high] = partner_range(joint, partner);
-    if (a > high) return {a - high, partner};
-    if (a < low) return {a - low, partner};
-    return {0.0, partner};
+    return {beyond_range(a, low, high), partner};
 }
 
 std::pair<double, double> Detector::partner_range(std::size_t joint, std::size_t partner) const {
@@ -680,7 +678,15 @@ Decision Detector::update(const Sample& sample) {
     shared_ = shared;
     has_shared_ = true;
     update_speed(shared, sample.q);
-    for (std::size_t j = 0; j < n; ++j) evaluations_[j].shared = near_deviation(j, shared);
+    for (std::size_t j = 0; j < n; ++j) {
+        // The newest sample against the reference's range around the partner; the limits the
+        // phase-aware rules leave (below) start from that range.
+        JointEvaluation& ev = evaluations_[j];
+        const auto [low, high] = partner_range(j, shared);
+        const double a = windows_[j * m + m - 1] - correction_[j], at_partner = expected(j, shared);
+        ev.shared = {beyond_range(a, low, high), shared};
+        ev.limit_low = low - at_partner, ev.limit_high = high - at_partner;
+    }
 
     if (profile_.detector == DetectorKind::PhaseAware) {
         // Phase-aware rules on the shared partner: the deviation less the drift learned at this
@@ -769,15 +775,11 @@ Decision Detector::update(const Sample& sample) {
                 rest_offset_[j] = 0.0;
             }
             ev.ratio = excess / ev.phase_threshold;
-            {
-                // The raw deviation's limits: the partner range's dead zone, then the speed and
-                // model zones (dead zones containing 0 compose by adding their ends), then the
-                // allowed range.
-                const auto [range_low, range_high] = partner_range(j, partner);
-                const double at_partner = expected(j, partner);
-                ev.limit_low = range_low - at_partner + zone_low + allowed_low;
-                ev.limit_high = range_high - at_partner + zone_high + allowed_high;
-            }
+            // The raw deviation's limits: the partner range's dead zone (set above), then the speed
+            // and model zones (dead zones containing 0 compose by adding their ends), then the
+            // allowed range.
+            ev.limit_low += zone_low + allowed_low;
+            ev.limit_high += zone_high + allowed_high;
             const double r0 = excess / base;
             const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;

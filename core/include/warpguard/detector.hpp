@@ -73,11 +73,12 @@ struct JointEvaluation {
     double model_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
-    // Phase-aware only: where the ratio rule's limit lies for the newest sample, as the least and
-    // largest raw deviation (signal less the learned drift, less the reference at the partner)
-    // the rules leave under the threshold given this sample's partner range, speed interval,
-    // friction, payload and rest bands: |deviation| - bands > threshold below / above them. The
-    // accumulated rule (CUSUM) can stop a sustained deviation inside them.
+    // Phase-aware: where the ratio rule's limit lies for the newest sample, as the least and
+    // largest raw deviation (signal less the learned drift, less the reference at the shared
+    // partner) the rules leave under the threshold given this sample's partner range, speed
+    // interval, friction, payload and rest bands: |deviation| - bands > threshold below / above
+    // them. The accumulated rule (CUSUM) can stop a sustained deviation inside them. (Other
+    // detectors: the partner range alone.)
     double limit_low = 0.0;
     double limit_high = 0.0;
 };
@@ -129,14 +130,11 @@ public:
     // (before the arm model, the declared payload and KA-mDTW's lever scaling were taken off): how
     // far the newest matched sample lies from the reference value it was judged against (the
     // shared partner's expected value and the learned drift for the phase-aware detector, the
-    // joint's own partner for the published one), and the width it may lie off before a rule
-    // counts it (the threshold at that phase, with the friction and payload bands the phase-aware
-    // detector forgave there), both times the joint's lever length for KA-mDTW. The measured value
-    // less `offset` is what the robot would have sent had it matched the reference exactly.
-    // What the dashboard draws for a joint, in the robot's own signal units (a KA-mDTW lever
-    // scale undone): the newest sample's offset from the reference where it matched, and the
-    // offsets from that reference at which the ratio rule (phase-aware) or rule 1 (published)
-    // would call the sample over its threshold: low <= 0 <= high.
+    // joint's own partner for the published one), and the offsets from that reference value at
+    // which a rule would call the sample over its threshold (low <= 0 <= high: the phase-aware
+    // ratio rule's limits, JointEvaluation::limit_low/high; rule 1's +- theta1), all times the
+    // joint's lever length for KA-mDTW. The measured value less `offset` is what the robot would
+    // have sent had it matched the reference exactly.
     struct Judged {
         double offset = 0.0;
         double low = 0.0;
@@ -184,6 +182,8 @@ private:
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
     // The least and largest reference value within +- kPartnerSlack samples of `partner`.
     std::pair<double, double> partner_range(std::size_t joint, std::size_t partner) const;
+    // How far `a` lies beyond [low, high] (signed; 0 inside).
+    static double beyond_range(double a, double low, double high) { return a > high ? a - high : (a < low ? a - low : 0.0); }
     // The reference value of `joint` at reference sample k, as expected at the current speed ratio.
     double expected(std::size_t joint, std::size_t k) const {
         const double b = references_[joint][k];
