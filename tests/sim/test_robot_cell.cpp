@@ -629,9 +629,11 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
 TEST_CASE("KA-mDTW keeps the reference's part and takes off only a declared heavier part's difference", "[sim][payload][ka]") {
     // KA-mDTW matches the part's torque over the lever lengths (thesis 4.5.1), so its payload model
     // takes off only what a sample carries beyond the reference's part: twice the part is matched
-    // as the reference's part.
-    const RobotDescription robot = ur5e();
-    const sim::Task task = ur5e_task(true);
+    // as the reference's part. Each robot's pick-and-place, the part's place varying.
+    const std::string name = GENERATE(as<std::string>{}, "ur5e-like", "irb120-like", "vp6242-like");
+    INFO(name);
+    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", 6);
     sim::Task heavy_task = task;
     double part = 0;
     for (auto& step : heavy_task.steps) {
