@@ -32,6 +32,15 @@ sim::Task ur5e_task(bool varying) {
     return task;
 }
 
+// The task with every grasped part `factor` times as heavy; `part` gets the task's own mass.
+sim::Task with_heavier_part(const sim::Task& task, double factor, double& part) {
+    sim::Task heavy = task;
+    for (auto& step : heavy.steps) {
+        if (step.kind == sim::TaskStep::Kind::Grasp) part = step.mass, step.mass *= factor;
+    }
+    return heavy;
+}
+
 std::string csv(const Recording& rec) {
     std::ostringstream out;
     write_recording(rec, out);
@@ -567,11 +576,8 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
           "[sim][payload]") {
     const RobotDescription robot = ur5e();
     const sim::Task task = ur5e_task(true);
-    sim::Task heavy_task = task;
     double part = 0;
-    for (auto& step : heavy_task.steps) {
-        if (step.kind == sim::TaskStep::Kind::Grasp) part = step.mass, step.mass *= 2.0;
-    }
+    const sim::Task heavy_task = with_heavier_part(task, 2.0, part);
     REQUIRE(part > 0);
     const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
     const Recording calibration = record_cell(robot, task, 30, 52, 1.0, 0);
@@ -634,11 +640,8 @@ TEST_CASE("KA-mDTW keeps the reference's part and takes off only a declared heav
     INFO(name);
     const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", 6);
-    sim::Task heavy_task = task;
     double part = 0;
-    for (auto& step : heavy_task.steps) {
-        if (step.kind == sim::TaskStep::Kind::Grasp) part = step.mass, step.mass *= 2.0;
-    }
+    const sim::Task heavy_task = with_heavier_part(task, 2.0, part);
     REQUIRE(part > 0);
     const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
     const Recording calibration = record_cell(robot, task, 30, 52, 1.0, 0);
