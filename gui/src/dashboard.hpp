@@ -67,7 +67,7 @@ private:
     QLineSeries *signal_ = nullptr, *reference_ = nullptr, *upper_ = nullptr, *lower_ = nullptr;
     // The live chart as the measured value less the reference (the reference at 0, the limits
     // around it): the limits are a few units wide where a collision or a move spans hundreds.
-    QCheckBox* deviation_;
+    QCheckBox* deviation_ = nullptr;
     // Each stretch of judged samples gets its own reference and limit lines (and, as deviations,
     // its own measured line), so that none is drawn across a hold or a recording (a line series
     // cannot have gaps): the first stretch on screen uses reference_, upper_, lower_ and signal_,

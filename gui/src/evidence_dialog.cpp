@@ -54,6 +54,8 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
     const QString unit = evidence.value("unit").toString();
     const QJsonArray joints = evidence.value("joints").toArray();
     const int stop_joint = event.value("joint").toInt(1);
+    // The default detector's evidence carries its own rule values (at the shared partner).
+    const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
 
     // The decision itself: which rule, on which joint, how far over its limit.
     {
@@ -63,7 +65,6 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
         decision->setWordWrap(true);
         decision->setStyleSheet("font-size: 13pt; color: rgb(170,20,20);");
         const QString key = event.value("rule").toString();
-        const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
         const QString rule = key == "rule1" && phase_aware
                                  ? tr("the deviation from the reference at the matched phase, beyond its bands (%1)").arg(unit)
                              : key == "rule1"         ? tr("rule 1 (absolute difference, %1)").arg(unit)
@@ -92,7 +93,6 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
 
     // Rule values against thresholds, every joint: the default (phase-aware) detector's own rules
     // at the shared partner, or the published rules 1 and 2 over the matched span.
-    const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
     const double cusum_limit = evidence.value("cusum_limit").toDouble();
     auto* table = new QTableWidget(joints.size(), 6, this);
     table->setObjectName("evidenceRules");
