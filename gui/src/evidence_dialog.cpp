@@ -1,15 +1,16 @@
 #include "evidence_dialog.hpp"
 
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLegendMarker>
+#include <QScatterSeries>
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
-#include "charts.hpp"
 #include "control_link.hpp"
 
 namespace warpguard::panel {
@@ -52,6 +53,7 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
         return;
     }
     const QString unit = evidence.value("unit").toString();
+    unit_ = unit;
     const QJsonArray joints = evidence.value("joints").toArray();
     const int stop_joint = event.value("joint").toInt(1);
     // The default detector's evidence carries its own rule values (at the shared partner).
@@ -84,8 +86,20 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
     // What the windows below are: the signal as the detector matched it (events stored before
     // 2026-11-27 do not say).
     int at = 2;  // where the next widget goes, under the headline and the decision
+    // The default detector's events (since 2026-11-27) carry the newest samples as it judged them,
+    // in the robot's units: those are drawn; older events and the published detector's show the
+    // window in the matched form against the matched reference span.
+    const QJsonArray judged_t = evidence.value("judged_t").toArray();
+    const bool judged = phase_aware && !judged_t.isEmpty();
+    if (judged) {
+        for (const auto& t : judged_t) judged_ms_.push_back((t.toDouble() - judged_t.last().toDouble()) * 1e3);
+    }
     if (evidence.contains("matched")) {
-        auto* matched = new QLabel(tr("Matched signal: %1. The windows below are in that form.").arg(evidence.value("matched").toString()), this);
+        auto* matched = new QLabel(judged ? tr("Matched signal: %1. The charts show the newest samples in the robot's units against the "
+                                               "reference and the limits the detector judged them by, as the dashboard drew them.")
+                                                .arg(evidence.value("matched").toString())
+                                          : tr("Matched signal: %1. The windows below are in that form.").arg(evidence.value("matched").toString()),
+                                   this);
         matched->setObjectName("evidenceMatched");
         matched->setWordWrap(true);
         layout->insertWidget(at++, matched);
@@ -147,6 +161,37 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
             cell(5, tr("%1 … %2").arg(j.value("ref_start").toInt()).arg(j.value("ref_end").toInt()));
         }
 
+        const int joint = j.value("joint").toInt();
+        const QString tab = tr("joint %1%2").arg(joint).arg(joint == stop_joint ? " ●" : "");
+        if (judged && j.value("judged").isObject()) {
+            // The newest samples as judged: measured, the reference paired with each and the limits
+            // (beyond them a sample is over its threshold); the stop is the last sample.
+            const QJsonObject in = j.value("judged").toObject();
+            JudgedChart jc;
+            jc.chart = make_chart(tr("Joint %1: the newest samples as the detector judged them").arg(joint), tr("time before the stop (ms)"),
+                                  QString());
+            jc.measured = add_series(jc.chart, tr("measured"), QColor(200, 30, 30), 2.5);
+            jc.reference = add_series(jc.chart, tr("reference at the matched phase"), QColor(30, 90, 200), 2.0);
+            jc.upper = add_series(jc.chart, tr("limits (beyond them: over the threshold)"), QColor(30, 90, 200, 150), 1.2, Qt::DashLine);
+            jc.lower = add_series(jc.chart, QString(), QColor(30, 90, 200, 150), 1.2, Qt::DashLine);
+            jc.chart.chart->legend()->markers(jc.lower).first()->setVisible(false);
+            jc.stop = new QScatterSeries();
+            jc.stop->setName(tr("the sample that stopped"));
+            jc.stop->setMarkerSize(9.0);
+            jc.stop->setColor(QColor(200, 30, 30));
+            jc.stop->setBorderColor(Qt::black);
+            jc.chart.chart->addSeries(jc.stop);
+            jc.stop->attachAxis(jc.chart.x);
+            jc.stop->attachAxis(jc.chart.y);
+            jc.chart.view->setObjectName(QString("judgedChart%1").arg(joint));
+            jc.signal = in.value("signal").toArray();
+            jc.ref = in.value("reference").toArray();
+            jc.low = in.value("lower").toArray();
+            jc.high = in.value("upper").toArray();
+            tabs->addTab(jc.chart.view, tab);
+            judged_.push_back(std::move(jc));
+            continue;
+        }
         // Figure 15/19: the window and the matched reference span, each over its own samples (the
         // phase-aware detector: the reference up to the sample it matched to the newest one).
         Chart c = make_chart(phase_aware ? tr("Joint %1: measurement window and the reference up to the matched sample").arg(j.value("joint").toInt())
@@ -174,13 +219,53 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
             lower->append(k * stretch, ref[k].toDouble() - at);
         }
         fit_axes(c);
-        tabs->addTab(c.view, tr("joint %1%2").arg(j.value("joint").toInt()).arg(j.value("joint").toInt() == stop_joint ? " ●" : ""));
+        tabs->addTab(c.view, tab);
     }
     tabs->setCurrentIndex(std::max(0, stop_joint - 1));
+    if (!judged_.empty()) {
+        // A collision's 100 Nm hides limits a few Nm apart: by default the samples are drawn as
+        // their deviation from the reference, the limits around 0.
+        deviation_ = new QCheckBox(tr("As &deviation from the reference"), this);
+        deviation_->setObjectName("evidenceDeviation");
+        deviation_->setChecked(true);
+        deviation_->setToolTip(tr("Show the measured value less the reference, with the limits around it"));
+        connect(deviation_, &QCheckBox::toggled, this, [this] { draw_judged(); });
+        layout->insertWidget(at++, deviation_);
+        draw_judged();
+    }
     layout->insertWidget(at, tabs, 3);
     layout->insertWidget(at + 1, table, 1);
     loaded_ = true;
     emit evidenceLoaded();
+}
+
+void EvidenceDialog::draw_judged() {
+    const bool deviation = deviation_ && deviation_->isChecked();
+    for (JudgedChart& jc : judged_) {
+        jc.chart.y->setTitleText(deviation ? tr("deviation (%1)").arg(unit_) : (unit_ == "A" ? tr("current (%1)") : tr("torque (%1)")).arg(unit_));
+        jc.measured->setName(deviation ? tr("measured less the reference") : tr("measured"));
+        QList<QPointF> measured, reference, upper, lower, stop;
+        const qsizetype count = std::min<qsizetype>(jc.signal.size(), qsizetype(judged_ms_.size()));
+        for (qsizetype k = 0; k < count; ++k) {
+            const double x = judged_ms_[std::size_t(k)];
+            const bool has = !jc.ref[k].isNull() && !jc.low[k].isNull() && !jc.high[k].isNull();
+            const double ref = has ? jc.ref[k].toDouble() : 0.0, zero = deviation ? ref : 0.0;
+            if (jc.signal[k].isNull() || (deviation && !has)) continue;  // not judged: nothing to compare with
+            const QPointF m(x, jc.signal[k].toDouble() - zero);
+            measured.append(m);
+            if (k + 1 == count) stop.append(m);
+            if (!has) continue;
+            reference.append({x, ref - zero});
+            upper.append({x, jc.high[k].toDouble() - zero});
+            lower.append({x, jc.low[k].toDouble() - zero});
+        }
+        jc.measured->replace(measured);
+        jc.reference->replace(reference);
+        jc.upper->replace(upper);
+        jc.lower->replace(lower);
+        jc.stop->replace(stop);
+        fit_axes(jc.chart);
+    }
 }
 
 }  // namespace warpguard::panel

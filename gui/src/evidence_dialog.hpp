@@ -1,9 +1,17 @@
 // The evidence of one stop event (thesis Figures 15 and 19): the measurement window, the matched
-// reference span, and every joint's rule values against their thresholds.
+// reference span, and every joint's rule values against their thresholds. For the default
+// detector: the newest samples as it judged them, with the limits its rules allowed.
 #pragma once
 
 #include <QDialog>
+#include <QJsonArray>
 #include <QJsonObject>
+#include <vector>
+
+#include "charts.hpp"
+
+class QCheckBox;
+class QScatterSeries;
 
 namespace warpguard::panel {
 
@@ -20,6 +28,18 @@ signals:
 
 private:
     void show_event(const QJsonObject& event);
+    // One joint's newest samples as judged (evidence "judged"), drawn as measured or as deviation.
+    struct JudgedChart {
+        Chart chart;
+        QLineSeries *measured = nullptr, *reference = nullptr, *upper = nullptr, *lower = nullptr;
+        QScatterSeries* stop = nullptr;
+        QJsonArray signal, ref, low, high;
+    };
+    void draw_judged();
+    std::vector<JudgedChart> judged_;
+    std::vector<double> judged_ms_;  // each judged sample's robot time, ms before the stop
+    QCheckBox* deviation_ = nullptr;
+    QString unit_;
     bool loaded_ = false;
 };
 

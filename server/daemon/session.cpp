@@ -280,6 +280,9 @@ void RobotSession::reserve_evidence_locked(const Profile& p) {
         e->phase_threshold.assign(n, 0.0);
         e->cusum.assign(n, 0.0);
         e->partner.assign(n, 0);
+        e->judged_count = 0;
+        e->judged_t.assign(w, 0.0);
+        for (auto* v : {&e->judged_signal, &e->judged_reference, &e->judged_lower, &e->judged_upper}) v->assign(n * w, 0.0);
     }
 }
 
@@ -414,6 +417,23 @@ void RobotSession::capture_evidence_locked() {
         e.phase_threshold[j] = ev.phase_threshold;
         e.cusum[j] = ev.cusum;
         e.partner[j] = static_cast<std::uint32_t>(partner);
+    }
+    // The newest window's length of feed points (the current sample's is filled before a stop is
+    // queued): what the dashboard drew up to the stop.
+    const std::uint64_t have = std::min<std::uint64_t>({ring_next_, ring_.size(), w});
+    e.judged_count = static_cast<std::size_t>(have);
+    for (std::size_t k = 0; k < e.judged_count; ++k) {
+        const FeedPoint& p = ring_[(ring_next_ - have + k) % ring_.size()];
+        e.judged_t[k] = p.t;
+        for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t at = j * w + k;
+            const bool has = j < p.joints && j < protocol::kMaxJoints;
+            const double nan = std::numeric_limits<double>::quiet_NaN();
+            e.judged_signal[at] = has ? p.signal[j] : nan;
+            e.judged_reference[at] = has ? p.reference[j] : nan;
+            e.judged_lower[at] = has ? p.lower[j] : nan;
+            e.judged_upper[at] = has ? p.upper[j] : nan;
+        }
     }
     e.valid = true;
 }
@@ -719,9 +739,25 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
             jj["cusum"] = e.cusum[j];
             jj["partner"] = e.partner[j];
         }
+        if (e.judged_count > 0) {
+            // The samples as the dashboard drew them (null where a sample was not judged).
+            const auto values = [&](const std::vector<double>& v) {
+                nlohmann::json a = nlohmann::json::array();
+                for (std::size_t k = 0; k < e.judged_count; ++k) {
+                    const double x = v[j * w + k];
+                    a.push_back(std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr));
+                }
+                return a;
+            };
+            jj["judged"] = {{"signal", values(e.judged_signal)},
+                            {"reference", values(e.judged_reference)},
+                            {"lower", values(e.judged_lower)},
+                            {"upper", values(e.judged_upper)}};
+        }
         joints.push_back(std::move(jj));
     }
     nlohmann::json out = {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
+    if (e.judged_count > 0) out["judged_t"] = std::vector<double>(e.judged_t.begin(), e.judged_t.begin() + static_cast<std::ptrdiff_t>(e.judged_count));
     if (e.phase_aware) out["detector"] = "phase-aware", out["cusum_limit"] = cusum_limit;
     if (!matched.empty()) out["matched"] = matched;
     return out;

@@ -193,6 +193,11 @@ private:
         std::vector<double> excess, phase_threshold, cusum;
         std::vector<std::uint32_t> partner;
         std::vector<double> t;          // robot time of each window sample
+        // The newest samples as judged, in the robot's units (the dashboard's feed points: the
+        // measured value, the reference paired with it and the limits around it; NaN where a
+        // sample was not judged), joint-major, judged_count values each, oldest first.
+        std::size_t judged_count = 0;
+        std::vector<double> judged_t, judged_signal, judged_reference, judged_lower, judged_upper;
     };
     static constexpr std::size_t kPending = 16;
 

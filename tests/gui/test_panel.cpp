@@ -390,6 +390,42 @@ private slots:
             QVERIFY2(item && item->text() == m.captured(3),
                      qPrintable(QString("stop '%1': the evidence row shows %2 in column %3").arg(reason, item ? item->text() : "nothing").arg(column)));
             QCOMPARE(item->background().color(), QColor(220, 40, 40));
+
+            // The stop joint's chart: its newest samples as judged, by default as deviations from the
+            // reference (series 0 measured, 1 reference, 2 upper limit, 3 lower limit, 4 the stopping
+            // sample, at 0 ms): the limits straddle the reference at every sample; a stop by the ratio
+            // rule lies beyond a limit.
+            auto* as_deviation = ev->findChild<QCheckBox*>("evidenceDeviation");
+            QVERIFY2(as_deviation && as_deviation->isChecked(), "the evidence does not draw the judged samples as deviations");
+            auto* view = ev->findChild<QChartView*>(QString("judgedChart%1").arg(row + 1));
+            QVERIFY2(view, "no chart of the stop joint's judged samples");
+            const auto series = [&](int k) { return qobject_cast<QXYSeries*>(view->chart()->series().at(k))->points(); };
+            const QList<QPointF> measured = series(0), reference = series(1), upper = series(2), lower = series(3), stop = series(4);
+            QVERIFY2(measured.size() >= 20 && reference.size() == measured.size() && upper.size() == measured.size() &&
+                         lower.size() == measured.size() && stop.size() == 1,
+                     qPrintable(QString("judged chart: %1 measured, %2 reference, %3 / %4 limit points, %5 stop points")
+                                    .arg(measured.size()).arg(reference.size()).arg(upper.size()).arg(lower.size()).arg(stop.size())));
+            QCOMPARE(stop[0].x(), 0.0);
+            QCOMPARE(stop[0], measured.last());
+            for (int k = 0; k < reference.size(); ++k) {
+                QCOMPARE(reference[k].y(), 0.0);
+                QVERIFY2(lower[k].y() <= 0.0 && upper[k].y() >= 0.0,
+                         qPrintable(QString("judged sample %1: limits %2 .. %3 do not straddle the reference").arg(k).arg(lower[k].y()).arg(upper[k].y())));
+            }
+            if (column == 1) {
+                QVERIFY2(stop[0].y() > upper.last().y() || stop[0].y() < lower.last().y(),
+                         qPrintable(QString("stop by the ratio rule inside its limits: %1 in %2 .. %3").arg(stop[0].y()).arg(lower.last().y()).arg(upper.last().y())));
+            }
+            qInfo("evidence of '%s': the stopping sample %.4g against limits %.4g .. %.4g", qPrintable(reason), stop[0].y(), lower.last().y(),
+                  upper.last().y());
+            // As measured: the reference is the matched reference again, not 0.
+            as_deviation->setChecked(false);
+            const QList<QPointF> raw = series(1);
+            QVERIFY(raw.size() == reference.size() && std::any_of(raw.begin(), raw.end(), [](const QPointF& p) { return p.y() != 0.0; }));
+            QVERIFY2(view->chart()->axes(Qt::Vertical).first()->titleText().startsWith("torque"),
+                     qPrintable(view->chart()->axes(Qt::Vertical).first()->titleText()));
+            shot(ev, "evidence-measured");
+            as_deviation->setChecked(true);
         }
         shot(ev, "evidence");
         ev->close();

@@ -424,6 +424,33 @@ def test_detect(tmp):
         varying = sum(len(set(jj["theta1_span"])) > 1 for jj in joints)
         check(spans_ok, "the evidence's thresholds along each matched span are the profile's per-phase ones "
                         "(%d of 6 joints' spans cross more than one threshold)" % varying)
+        # The newest samples as judged (what the dashboard drew up to the stop, the evidence dialog's
+        # charts): a window's length of them, each joint's reference inside its limits, and for a stop
+        # by the ratio rule the stop joint's last sample beyond a limit by what the stop's value is
+        # over its threshold.
+        jt = full["evidence"].get("judged_t", [])
+        check(len(jt) == 30 and all(b > a for a, b in zip(jt, jt[1:])),
+              "the evidence holds the newest %d samples as judged, in time order" % len(jt))
+        lengths_ok = all(len(jj["judged"][k]) == len(jt) for jj in joints for k in ("signal", "reference", "lower", "upper"))
+        judged_points = [(lo, r, hi) for jj in joints for lo, r, hi in zip(jj["judged"]["lower"], jj["judged"]["reference"], jj["judged"]["upper"])
+                         if r is not None]
+        check(lengths_ok and len(judged_points) >= 6 * 25 and all(lo <= r <= hi for lo, r, hi in judged_points),
+              "every joint's judged samples carry a reference inside its limits (%d of %d judged)" % (len(judged_points), 6 * len(jt)))
+        # Where the detector matches the torque as recorded, the judged samples are the window itself
+        # (the same newest samples, the stop's last).
+        matched = full["evidence"].get("matched", "")
+        print("matched signal: %s" % matched)
+        if matched == "the torque as recorded":
+            check(all(jj["judged"]["signal"] == jj["window"] for jj in joints),
+                  "the judged samples are the evidence window's samples, the stop's the last")
+        sj = joints[ev[0]["joint"] - 1]["judged"]
+        x, lo, hi = sj["signal"][-1], sj["lower"][-1], sj["upper"][-1]
+        beyond = x - hi if x > hi else lo - x
+        print("stop on joint %d by %s: last sample %.4g, limits %.4g .. %.4g, beyond by %.4g; value %.4g - threshold %.4g = %.4g" %
+              (ev[0]["joint"], ev[0]["rule"], x, lo, hi, beyond, ev[0]["value"], ev[0]["threshold"], ev[0]["value"] - ev[0]["threshold"]))
+        if ev[0]["rule"] == "rule1":
+            check(beyond > 0 and abs(beyond - (ev[0]["value"] - ev[0]["threshold"])) <= 1e-6 * max(1.0, abs(x)),
+                  "the stop joint's last judged sample lies beyond its limits by the stop's excess over its threshold")
     finally:
         d.stop()
 

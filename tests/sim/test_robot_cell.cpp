@@ -495,11 +495,19 @@ TEST_CASE("the limits the dashboard draws are where the ratio rule calls a sampl
     const Recording slow_hits = record_cell(robot, cell.task, 7, 67, 0.7, 6);
     Detector detector(cell.profile);
     std::vector<double> tau(robot.dof()), q(robot.dof());
-    std::size_t judged = 0, straddle = 0, over = 0, outside = 0, disagree = 0, asymmetric = 0;
+    std::size_t judged = 0, straddle = 0, over = 0, outside = 0, disagree = 0, asymmetric = 0, ratio_stops = 0, stops_off = 0;
     double worst = 0.0;
     for (std::size_t i = 0; i < slow_hits.size(); ++i) {
-        detector.update(slow_hits.sample(i, tau, q));
+        const Decision d = detector.update(slow_hits.sample(i, tau, q));
         if (detector.warming_up()) continue;
+        if (d.stop() && d.rule == Rule::AbsoluteDifference) {
+            // What the stop evidence shows: the stopping sample beyond its limit by the stop's
+            // value less its threshold (the deviation beyond the bands less the phase threshold).
+            const Detector::Judged limits = detector.judged(d.joint - 1);
+            const double beyond = std::max(limits.low - limits.offset, limits.offset - limits.high);
+            ++ratio_stops;
+            stops_off += std::abs(beyond - (d.value - d.threshold)) > 1e-9 * (limits.high - limits.low);
+        }
         for (std::size_t j = 0; j < robot.dof(); ++j) {
             const JointEvaluation& ev = detector.evaluations()[j];
             const Detector::Judged limits = detector.judged(j);
@@ -517,11 +525,14 @@ TEST_CASE("the limits the dashboard draws are where the ratio rule calls a sampl
         }
     }
     INFO(judged << " joint-samples judged, " << over << " with a ratio over 1, " << outside << " outside the limits, " << disagree
-                << " disagreeing (largest " << worst << " of the limits' width), " << asymmetric << " with limits over 5 % off-centre");
+                << " disagreeing (largest " << worst << " of the limits' width), " << asymmetric << " with limits over 5 % off-centre; "
+                << ratio_stops << " stops by the ratio rule, " << stops_off << " not beyond their limit by value - threshold");
     CHECK(straddle == judged);
     CHECK(over > 20);  // the collisions did cross the limits
     CHECK(disagree == 0);
     CHECK(asymmetric > judged / 20);  // the bands do widen one side: the old symmetric band could not show it
+    CHECK(ratio_stops > 0);
+    CHECK(stops_off == 0);
 }
 
 TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % override running — collisions still stop",
