@@ -268,7 +268,6 @@ void RobotSession::reserve_evidence_locked(const Profile& p) {
     for (Evidence* e : {&evidence_, &evidence_out_}) {
         e->valid = false;
         e->signal.assign(n * w, 0.0);
-        e->t.assign(w, 0.0);
         e->reference.assign(n * span, 0.0);
         e->span_start.assign(n, 0);
         e->span_end.assign(n, 0);
@@ -422,13 +421,13 @@ void RobotSession::capture_evidence_locked() {
     // queued): what the dashboard drew up to the stop.
     const std::uint64_t have = std::min<std::uint64_t>({ring_next_, ring_.size(), w});
     e.judged_count = static_cast<std::size_t>(have);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (std::size_t k = 0; k < e.judged_count; ++k) {
         const FeedPoint& p = ring_[(ring_next_ - have + k) % ring_.size()];
         e.judged_t[k] = p.t;
         for (std::size_t j = 0; j < n; ++j) {
             const std::size_t at = j * w + k;
             const bool has = j < p.joints && j < protocol::kMaxJoints;
-            const double nan = std::numeric_limits<double>::quiet_NaN();
             e.judged_signal[at] = has ? p.signal[j] : nan;
             e.judged_reference[at] = has ? p.reference[j] : nan;
             e.judged_lower[at] = has ? p.lower[j] : nan;

@@ -192,7 +192,6 @@ private:
         bool phase_aware = false;
         std::vector<double> excess, phase_threshold, cusum;
         std::vector<std::uint32_t> partner;
-        std::vector<double> t;          // robot time of each window sample
         // The newest samples as judged, in the robot's units (the dashboard's feed points: the
         // measured value, the reference paired with it and the limits around it; NaN where a
         // sample was not judged), joint-major, judged_count values each, oldest first.
