@@ -72,7 +72,7 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     chart_.view->setObjectName("liveChart");
     signal_ = add_series(chart_, tr("measured"), QColor(200, 30, 30), 2.0);
     reference_ = add_series(chart_, tr("reference where it matched"), QColor(30, 90, 200), 2.0);
-    upper_ = add_series(chart_, tr("limits (over the threshold beyond)"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
+    upper_ = add_series(chart_, tr("limits (beyond them: over the threshold)"), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     lower_ = add_series(chart_, QString(), QColor(30, 90, 200, 110), 1.0, Qt::DashLine);
     chart_.chart->legend()->markers(lower_).first()->setVisible(false);
     dl->addWidget(chart_.view, 1);
