@@ -2,6 +2,14 @@
 
 #include <QCheckBox>
 #include <QDialogButtonBox>
+#include <QDir>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QPixmap>
+#include <QPushButton>
+#include <QTextStream>
 #include <QHeaderView>
 #include <QJsonArray>
 #include <QLabel>
@@ -23,8 +31,29 @@ EvidenceDialog::EvidenceDialog(ControlLink* link, qint64 event_id, QWidget* pare
     auto* loading = new QLabel(tr("Loading event #%1 from warpguardd…").arg(event_id), this);
     loading->setObjectName("evidenceStatus");
     layout->addWidget(loading);
+    event_id_ = event_id;
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    // For a maintenance report: the dialog as a picture, the charted samples as CSV, the event as JSON.
+    save_ = buttons->addButton(tr("&Save…"), QDialogButtonBox::ActionRole);
+    save_->setObjectName("evidenceSave");
+    save_->setToolTip(tr("Save this evidence as a picture (.png), its samples (.csv) and the whole event (.json)"));
+    save_->setEnabled(false);
+    connect(save_, &QPushButton::clicked, this, [this] {
+        const QString base = QFileDialog::getSaveFileName(this, tr("Save the evidence"), QString("stop-%1").arg(event_id_),
+                                                          tr("Evidence (*.png *.csv *.json)"));
+        if (base.isEmpty()) return;
+        QString error;
+        const QFileInfo info(base);
+        const QString stem = info.dir().filePath(info.completeBaseName());
+        saved_->setText(save(stem, &error) ? tr("Saved %1.png, .csv and .json.").arg(stem) : tr("Not saved: %1").arg(error));
+        saved_->setStyleSheet(error.isEmpty() ? QString() : QString("color: rgb(170,20,20);"));
+        saved_->show();
+    });
+    saved_ = new QLabel(this);
+    saved_->setObjectName("evidenceSaved");
+    saved_->hide();
+    layout->addWidget(saved_);
     layout->addWidget(buttons);
     link->request({{"cmd", "event"}, {"id", event_id}}, [this, loading](const QJsonObject& a, const QString& error) {
         if (!error.isEmpty()) {
@@ -37,6 +66,8 @@ EvidenceDialog::EvidenceDialog(ControlLink* link, qint64 event_id, QWidget* pare
 }
 
 void EvidenceDialog::show_event(const QJsonObject& event) {
+    event_ = event;
+    save_->setEnabled(true);
     auto* layout = static_cast<QVBoxLayout*>(this->layout());
     auto* head = new QLabel(this);
     head->setObjectName("evidenceHeadline");
@@ -237,6 +268,65 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
     layout->insertWidget(at + 1, table, 1);
     loaded_ = true;
     emit evidenceLoaded();
+}
+
+bool EvidenceDialog::save(const QString& base, QString* error) {
+    const auto fail = [&](const QString& path, const QString& why) {
+        if (error) *error = tr("cannot write %1: %2").arg(path, why);
+        return false;
+    };
+    if (!loaded_) return fail(base, tr("the event has not been loaded"));
+    const QString png = base + ".png", csv = base + ".csv", json = base + ".json";
+    if (!grab().save(png, "PNG")) return fail(png, tr("the picture could not be written"));
+    {
+        QFile f(json);
+        if (!f.open(QIODevice::WriteOnly)) return fail(json, f.errorString());
+        if (f.write(QJsonDocument(event_).toJson()) < 0) return fail(json, f.errorString());
+    }
+    QFile f(csv);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Text)) return fail(csv, f.errorString());
+    QTextStream out(&f);
+    const QJsonObject evidence = event_.value("evidence").toObject();
+    const QJsonArray joints = evidence.value("joints").toArray();
+    const auto number = [](const QJsonValue& v) { return v.isDouble() ? QString::number(v.toDouble(), 'g', 10) : QString(); };
+    out << "# robot: " << event_.value("robot").toString() << "\n";
+    out << "# event: " << event_id_ << " (" << event_.value("kind").toString() << ", " << event_.value("time").toString() << ")\n";
+    out << "# reason: " << event_.value("reason").toString() << "\n";
+    out << "# unit: " << unit_ << "\n";
+    const QJsonArray judged_t = evidence.value("judged_t").toArray();
+    if (!judged_t.isEmpty()) {
+        // The newest samples as judged: measured, the reference paired with each and its limits.
+        out << "# the newest samples as the detector judged them, in the robot's units; the last stopped the robot\n";
+        out << "t,ms_before_stop";
+        for (const auto& j : joints) {
+            const int k = j.toObject().value("joint").toInt();
+            out << QString(",measured%1,reference%1,lower%1,upper%1").arg(k);
+        }
+        out << "\n";
+        for (qsizetype i = 0; i < judged_t.size(); ++i) {
+            out << number(judged_t[i]) << "," << QString::number((judged_t[i].toDouble() - judged_t.last().toDouble()) * 1e3, 'f', 3);
+            for (const auto& j : joints) {
+                const QJsonObject in = j.toObject().value("judged").toObject();
+                for (const char* key : {"signal", "reference", "lower", "upper"}) out << "," << number(in.value(key).toArray().at(i));
+            }
+            out << "\n";
+        }
+    } else {
+        // The measurement window as the detector matched it.
+        out << "# the measurement window as the detector matched it; the last sample stopped the robot\n";
+        out << "sample";
+        for (const auto& j : joints) out << QString(",window%1").arg(j.toObject().value("joint").toInt());
+        out << "\n";
+        const qsizetype w = joints.isEmpty() ? 0 : joints[0].toObject().value("window").toArray().size();
+        for (qsizetype i = 0; i < w; ++i) {
+            out << i;
+            for (const auto& j : joints) out << "," << number(j.toObject().value("window").toArray().at(i));
+            out << "\n";
+        }
+    }
+    out.flush();
+    if (f.error() != QFileDevice::NoError) return fail(csv, f.errorString());
+    return true;
 }
 
 void EvidenceDialog::draw_judged() {

@@ -11,6 +11,8 @@
 #include "charts.hpp"
 
 class QCheckBox;
+class QLabel;
+class QPushButton;
 class QScatterSeries;
 
 namespace warpguard::panel {
@@ -22,6 +24,9 @@ class EvidenceDialog : public QDialog {
 public:
     EvidenceDialog(ControlLink* link, qint64 event_id, QWidget* parent = nullptr);
     bool loaded() const { return loaded_; }
+    // Writes BASE.png (the dialog as shown), BASE.csv (the samples charted, one row each) and
+    // BASE.json (the event as the daemon stored it). False with `error` set when a file cannot be written.
+    bool save(const QString& base, QString* error);
 
 signals:
     void evidenceLoaded();
@@ -40,6 +45,10 @@ private:
     std::vector<double> judged_ms_;  // each judged sample's robot time, ms before the stop
     QCheckBox* deviation_ = nullptr;
     QString unit_;
+    QJsonObject event_;
+    qint64 event_id_ = 0;
+    QPushButton* save_ = nullptr;
+    QLabel* saved_ = nullptr;  // what the last save wrote, or why it failed
     bool loaded_ = false;
 };
 

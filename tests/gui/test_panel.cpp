@@ -19,6 +19,7 @@
 #include <QPlainTextEdit>
 #include <QSlider>
 #include <QTabWidget>
+#include <QImage>
 #include <QJsonArray>
 #include <QElapsedTimer>
 #include <QProcess>
@@ -426,6 +427,36 @@ private slots:
                      qPrintable(view->chart()->axes(Qt::Vertical).first()->titleText()));
             shot(ev, "evidence-measured");
             as_deviation->setChecked(true);
+
+            // Saved for a report: the picture of the dialog, the charted samples as CSV (the last row
+            // the stopping sample, as charted), the event as JSON.
+            auto* save = ev->findChild<QPushButton*>("evidenceSave");
+            QVERIFY(save && save->isEnabled());
+            const QString base = dir_.filePath(QString("stop-%1").arg(stop_id));
+            QString error;
+            QVERIFY2(ev->save(base, &error), qPrintable(error));
+            QImage picture(base + ".png");
+            QCOMPARE(picture.size(), ev->size());
+            QFile csv(base + ".csv");
+            QVERIFY(csv.open(QIODevice::ReadOnly | QIODevice::Text));
+            QStringList rows;
+            for (const QString& line : QString::fromUtf8(csv.readAll()).split('\n', Qt::SkipEmptyParts)) {
+                if (!line.startsWith('#')) rows.append(line);
+            }
+            const QStringList header = rows.value(0).split(',');
+            const int at = header.indexOf(QString("measured%1").arg(row + 1));
+            QVERIFY2(at > 0 && header.value(at + 1) == QString("reference%1").arg(row + 1), qPrintable(rows.value(0)));
+            QCOMPARE(rows.size() - 1, measured.size());
+            const QStringList last = rows.last().split(',');
+            QCOMPARE(last.value(1).toDouble(), 0.0);  // ms before the stop
+            QVERIFY2(std::abs(last.value(at).toDouble() - last.value(at + 1).toDouble() - stop[0].y()) < 1e-6,
+                     qPrintable(QString("CSV's last row: measured %1, reference %2; charted deviation %3")
+                                    .arg(last.value(at), last.value(at + 1)).arg(stop[0].y())));
+            QFile json(base + ".json");
+            QVERIFY(json.open(QIODevice::ReadOnly));
+            const QJsonObject saved = QJsonDocument::fromJson(json.readAll()).object();
+            QCOMPARE(saved.value("reason").toString(), reason);
+            QVERIFY(saved.value("evidence").toObject().value("joints").toArray().size() == 6);
         }
         shot(ev, "evidence");
         ev->close();

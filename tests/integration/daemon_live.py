@@ -6,7 +6,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
 TEST is one of: refusals, detect, kill9, identify, payload. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
-import json, os, signal, socket, subprocess, sys, tempfile, threading, time
+import json, os, re, signal, socket, subprocess, sys, tempfile, threading, time
 
 BUILD, SOURCE, TEST = sys.argv[1], sys.argv[2], sys.argv[3]
 DAEMON = os.path.join(BUILD, "server", "warpguardd")
@@ -448,6 +448,16 @@ def test_detect(tmp):
         beyond = x - hi if x > hi else lo - x
         print("stop on joint %d by %s: last sample %.4g, limits %.4g .. %.4g, beyond by %.4g; value %.4g - threshold %.4g = %.4g" %
               (ev[0]["joint"], ev[0]["rule"], x, lo, hi, beyond, ev[0]["value"], ev[0]["threshold"], ev[0]["value"] - ev[0]["threshold"]))
+        # The command line shows the same: the stop joint's row carries the stop's value in the
+        # stopping rule's column, marked over, and the newest sample against its limits.
+        shown = d.ctl("event", str(ev[0]["id"])).stdout
+        print(shown)
+        line = next((l for l in shown.splitlines() if l.split()[:1] == [str(ev[0]["joint"])]), "")
+        value = re.escape("%.4g" % ev[0]["value"])
+        pattern = (r"^\d+\s+\S+\s+\S+\s+\S+(?: over)?\s+%s over\s" if ev[0]["rule"] == "accumulated" else r"^\d+\s+%s\s+\S+\s+\S+ over\s") % value
+        check(re.match(pattern, line) is not None and "%.4g" % x in line.split(),
+              "'warpguard ctl event' shows the stop joint's %s %.4g, marked over, and its newest sample %.4g: %s" %
+              (ev[0]["rule"], ev[0]["value"], x, line))
         if ev[0]["rule"] == "rule1":
             check(beyond > 0 and abs(beyond - (ev[0]["value"] - ev[0]["threshold"])) <= 1e-6 * max(1.0, abs(x)),
                   "the stop joint's last judged sample lies beyond its limits by the stop's excess over its threshold")

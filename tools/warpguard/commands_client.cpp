@@ -73,6 +73,45 @@ void print_event(const nlohmann::json& e) {
                 e.at("robot").get<std::string>().c_str(), e.at("kind").get<std::string>().c_str(), e.at("reason").get<std::string>().c_str());
 }
 
+// A stop's evidence as a table per joint: the default detector's own rule values at the matched
+// reference sample with the newest sample against its limits (what the panel's evidence shows), or
+// the published rules 1 and 2 over each joint's matched span.
+void print_evidence(const nlohmann::json& ev) {
+    const std::string unit = ev.value("unit", std::string());
+    if (ev.contains("matched")) std::printf("matched signal: %s\n", ev.at("matched").get<std::string>().c_str());
+    if (ev.value("detector", std::string()) != "phase-aware") {
+        std::printf("joint  rule1 (%s)   theta1       rule2        theta2       matched span\n", unit.c_str());
+        for (const auto& j : ev.at("joints")) {
+            std::printf("%-6d %-14.5g %-12.5g %-12.5g %-12.5g %u..%u\n", j.at("joint").get<int>(), j.at("rule1").get<double>(), j.value("theta1", 0.0),
+                        j.at("rule2").get<double>(), j.value("theta2", 0.0), j.at("ref_start").get<unsigned>(), j.at("ref_end").get<unsigned>());
+        }
+        return;
+    }
+    const double cusum_limit = ev.value("cusum_limit", 0.0);
+    std::printf("the default detector's rules at the matched reference sample (CUSUM limit %.4g); the newest sample and its limits in %s\n",
+                cusum_limit, unit.c_str());
+    std::printf("joint  deviation    threshold    x threshold   CUSUM          matched  newest       limits\n");
+    for (const auto& j : ev.at("joints")) {
+        const double deviation = j.value("deviation", 0.0), threshold = j.value("phase_threshold", 0.0), cusum = j.value("cusum", 0.0);
+        const double ratio = threshold > 0 ? deviation / threshold : 0.0;
+        std::string newest = "-", limits = "-";
+        if (j.contains("judged")) {
+            const auto& jd = j.at("judged");
+            const auto last = [&](const char* key) { return jd.at(key).empty() ? nlohmann::json() : jd.at(key).back(); };
+            const nlohmann::json x = last("signal"), lo = last("lower"), hi = last("upper");
+            if (x.is_number()) newest = fmt::format("{:.4g}", x.get<double>());
+            if (lo.is_number() && hi.is_number()) {
+                const bool out = x.is_number() && (x.get<double>() < lo.get<double>() || x.get<double>() > hi.get<double>());
+                limits = fmt::format("{:.4g} .. {:.4g}{}", lo.get<double>(), hi.get<double>(), out ? "  (outside)" : "");
+            }
+        }
+        std::printf("%-6d %-12.4g %-12.4g %-13s %-14s %-8u %-12s %s\n", j.at("joint").get<int>(), deviation, threshold,
+                    fmt::format("{:.2f}{}", ratio, ratio > 1.0 ? " over" : "").c_str(),
+                    fmt::format("{:.4g}{}", cusum, cusum_limit > 0 && cusum > cusum_limit ? " over" : "").c_str(), j.value("partner", 0u),
+                    newest.c_str(), limits.c_str());
+    }
+}
+
 void show(const CtlArgs& a, const nlohmann::json& j, const std::function<void()>& human) {
     if (a.json) {
         std::printf("%s\n", j.dump(2).c_str());
@@ -332,15 +371,7 @@ void register_ctl(CLI::App& app) {
                          [](const CtlArgs& x) { return nlohmann::json{{"cmd", "event"}, {"id", x.id}}; },
                          [](const CtlArgs&, const nlohmann::json& e) {
                              print_event(e);
-                             if (e.contains("evidence") && !e.at("evidence").is_null()) {
-                                 const auto& ev = e.at("evidence");
-                                 std::printf("joint  rule1 (%s)   theta1       rule2        theta2       matched span\n", ev.at("unit").get<std::string>().c_str());
-                                 for (const auto& j : ev.at("joints")) {
-                                     std::printf("%-6d %-14.5g %-12.5g %-12.5g %-12.5g %u..%u\n", j.at("joint").get<int>(), j.at("rule1").get<double>(),
-                                                 j.value("theta1", 0.0), j.at("rule2").get<double>(), j.value("theta2", 0.0), j.at("ref_start").get<unsigned>(),
-                                                 j.at("ref_end").get<unsigned>());
-                                 }
-                             }
+                             if (e.contains("evidence") && !e.at("evidence").is_null()) print_evidence(e.at("evidence"));
                          });
         c->add_option("id", a->id, "Event id")->required();
     }
