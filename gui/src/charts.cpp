@@ -1,5 +1,6 @@
 #include "charts.hpp"
 
+#include <QCoreApplication>
 #include <QValueAxis>
 #include <algorithm>
 #include <limits>
@@ -54,6 +55,11 @@ void fit_axes(Chart& c) {
     c.x->setRange(x0, x1);
     c.y->setRange(y0 - pad, y1 + pad);
     c.y->applyNiceNumbers();  // round tick values that read at a glance
+}
+
+QString signal_axis_title(const QString& unit, bool deviation) {
+    const char* title = deviation ? "deviation (%1)" : unit == "A" ? "current (%1)" : "torque (%1)";
+    return QCoreApplication::translate("warpguard::panel::Chart", title).arg(unit);
 }
 
 }  // namespace warpguard::panel

@@ -22,5 +22,8 @@ Chart make_chart(const QString& title, const QString& x_title, const QString& y_
 QLineSeries* add_series(Chart& c, const QString& name, const QColor& color, qreal width = 2.0, Qt::PenStyle style = Qt::SolidLine);
 // Sets the axes' ranges to the data of every series (with a little margin).
 void fit_axes(Chart& c);
+// The y axis title of a robot signal in `unit` (A: current, otherwise torque), or of its deviation
+// from the reference.
+QString signal_axis_title(const QString& unit, bool deviation);
 
 }  // namespace warpguard::panel

@@ -229,7 +229,7 @@ void Dashboard::redraw() {
     const int j = std::max(0, joint_->currentIndex());
     const bool deviation = deviation_->isChecked();
     // (Short: the chart is low on a shop-floor screen, and the joint is named beside it.)
-    chart_.y->setTitleText(deviation ? tr("deviation (%1)").arg(unit_) : (unit_ == "A" ? tr("current (%1)") : tr("torque (%1)")).arg(unit_));
+    chart_.y->setTitleText(signal_axis_title(unit_, deviation));
     signal_->setName(deviation ? tr("measured less the reference") : tr("measured"));
     QList<QPointF> s;
     std::vector<std::array<QList<QPointF>, 4>> stretches;  // reference, upper, lower, measured (as deviation)

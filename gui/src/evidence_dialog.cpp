@@ -332,7 +332,7 @@ bool EvidenceDialog::save(const QString& base, QString* error) {
 void EvidenceDialog::draw_judged() {
     const bool deviation = deviation_ && deviation_->isChecked();
     for (JudgedChart& jc : judged_) {
-        jc.chart.y->setTitleText(deviation ? tr("deviation (%1)").arg(unit_) : (unit_ == "A" ? tr("current (%1)") : tr("torque (%1)")).arg(unit_));
+        jc.chart.y->setTitleText(signal_axis_title(unit_, deviation));
         jc.measured->setName(deviation ? tr("measured less the reference") : tr("measured"));
         QList<QPointF> measured, reference, upper, lower, stop;
         const qsizetype count = std::min<qsizetype>(jc.signal.size(), qsizetype(judged_ms_.size()));
