@@ -200,9 +200,14 @@ void Dashboard::add_event(const QJsonObject& e, bool at_top) {
     events_->insertRow(row);
     const QStringList cells = {QString::number(e.value("id").toInteger()), e.value("time").toString(), e.value("robot").toString(),
                                e.value("kind").toString(), e.value("reason").toString()};
+    // Stops in red, SHADOW's would-be stops in amber (what DETECT would have done); a row with
+    // evidence says how to open it.
+    const QString kind = e.value("kind").toString();
     for (int c = 0; c < cells.size(); ++c) {
         auto* item = new QTableWidgetItem(cells[c]);
-        if (e.value("kind").toString() == "stop") item->setForeground(QColor(190, 20, 20));
+        if (kind == "stop") item->setForeground(QColor(190, 20, 20));
+        if (kind == "would_stop") item->setForeground(QColor(170, 95, 0));
+        if (e.value("has_evidence").toBool()) item->setToolTip(tr("Enter or double click: the evidence of this %1").arg(kind == "stop" ? tr("stop") : tr("event")));
         events_->setItem(row, c, item);
     }
     // A newly activated profile may match another signal: its line above the chart is reloaded.

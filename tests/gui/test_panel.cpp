@@ -366,6 +366,7 @@ private slots:
             as_deviation->setChecked(false);
             QVERIFY2(live_points(&window, "liveChart", 0) > 50, "back to the measured signal: no signal drawn");
         }
+        QVERIFY2(events->item(stop_row, 4)->toolTip().contains("evidence"), "the stop's row does not say how to open its evidence");
         const qint64 stop_id = events->item(stop_row, 0)->text().toLongLong();
         events->setCurrentCell(stop_row, 0);
         events->setFocus();
