@@ -25,7 +25,7 @@ namespace warpguard::panel {
 
 EvidenceDialog::EvidenceDialog(ControlLink* link, qint64 event_id, QWidget* parent) : QDialog(parent) {
     setObjectName("evidenceDialog");
-    setWindowTitle(tr("Stop event #%1 — evidence").arg(event_id));
+    setWindowTitle(tr("Event #%1 — evidence").arg(event_id));
     resize(1000, 720);
     auto* layout = new QVBoxLayout(this);
     auto* loading = new QLabel(tr("Loading event #%1 from warpguardd…").arg(event_id), this);
@@ -106,7 +106,10 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
                              : key == "envelope"      ? tr("the envelope limit (%1)").arg(unit)
                              : key == "envelope_step" ? tr("the envelope step limit (%1)").arg(unit)
                                                       : key;
-        decision->setText(tr("Stopped by %1 on joint %2: %3 against a limit of %4 (%5 × the limit).")
+        // SHADOW's would-be stops carry the same evidence: they say what DETECT would have done.
+        const bool would = event.value("kind").toString() == "would_stop";
+        decision->setText((would ? tr("In SHADOW, would have stopped the robot by %1 on joint %2: %3 against a limit of %4 (%5 × the limit).")
+                                 : tr("Stopped by %1 on joint %2: %3 against a limit of %4 (%5 × the limit)."))
                               .arg(rule)
                               .arg(stop_joint)
                               .arg(value, 0, 'g', 4)
