@@ -484,6 +484,50 @@ private slots:
         };
         QTRY_VERIFY_WITH_TIMEOUT(resumed(), 5000);
 
+        // SHADOW: the next contacts are would-be stops, listed in amber, and their evidence says what
+        // DETECT would have done (resumed first if a contact latched a stop since).
+        {
+            int answers = 0;
+            QJsonObject answer;
+            const auto call = [&](const QJsonObject& request) {
+                link.request(request, [&](const QJsonObject& a, const QString& error) {
+                    QVERIFY2(error.isEmpty(), qPrintable(error));
+                    answer = a;
+                    ++answers;
+                });
+            };
+            call({{"cmd", "mode"}, {"robot", kRobot}, {"mode", "shadow"}});
+            QTRY_COMPARE_WITH_TIMEOUT(answers, 1, 5000);
+            call({{"cmd", "robot"}, {"robot", kRobot}});
+            QTRY_COMPARE_WITH_TIMEOUT(answers, 2, 5000);
+            if (answer.value("latched").toBool()) {
+                call({{"cmd", "resume"}, {"robot", kRobot}, {"by", "gui test"}});
+                QTRY_COMPARE_WITH_TIMEOUT(answers, 3, 5000);
+            }
+            int would_row = -1;
+            QElapsedTimer shadow;
+            shadow.start();
+            while (would_row < 0 && shadow.elapsed() < 90000) {
+                for (int r = 0; r < events->rowCount(); ++r) {
+                    if (events->item(r, 3)->text() == "would_stop") would_row = r;
+                }
+                QTest::qWait(200);
+            }
+            QVERIFY2(would_row >= 0, "no would-be stop within 90 s of SHADOW with contacts");
+            QCOMPARE(events->item(would_row, 3)->foreground().color(), QColor(170, 95, 0));
+            const QString would_id = events->item(would_row, 0)->text();
+            events->setCurrentCell(would_row, 0);
+            events->setFocus();
+            QTest::keyClick(events, Qt::Key_Return);
+            QTRY_VERIFY_WITH_TIMEOUT(dash->lastEvidence() && dash->lastEvidence()->windowTitle().contains("#" + would_id) &&
+                                         dash->lastEvidence()->loaded(),
+                                     5000);
+            const QString said = dash->lastEvidence()->findChild<QLabel*>("evidenceDecision")->text();
+            QVERIFY2(said.startsWith("In SHADOW, would have stopped the robot by"), qPrintable(said));
+            dash->lastEvidence()->close();
+            QVERIFY(!window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"));
+        }
+
         // The daemon restarts: the panel says so, and reconnects by itself.
         daemon_.kill();
         QVERIFY(daemon_.waitForFinished(5000));
