@@ -51,6 +51,22 @@ const QString kToken = "panel-test-token-42";
 const QString kRobot = "cellA-ur5e";
 // The simulated robot collides from this cycle on: recording (25 cycles), shadow and DETECT come first.
 const char* kContactsFrom = "34";
+
+// The row of the event list holding an event of `kind` (the last such row), waiting up to
+// `timeout_ms` for one to arrive; -1 if none did.
+int wait_for_event(QTableWidget* events, const QString& kind, int timeout_ms) {
+    QElapsedTimer waited;
+    waited.start();
+    while (waited.elapsed() < timeout_ms) {
+        int found = -1;
+        for (int r = 0; r < events->rowCount(); ++r) {
+            if (events->item(r, 3)->text() == kind) found = r;
+        }
+        if (found >= 0) return found;
+        QTest::qWait(200);
+    }
+    return -1;
+}
 }  // namespace
 
 class PanelTest : public QObject {
@@ -285,15 +301,7 @@ private slots:
         Dashboard* dash = window.dashboard();
         dash->selectRobot(kRobot);
         QTableWidget* events = dash->eventTable();
-        int stop_row = -1;
-        QElapsedTimer waited;
-        waited.start();
-        while (stop_row < 0 && waited.elapsed() < 180000) {
-            for (int r = 0; r < events->rowCount(); ++r) {
-                if (events->item(r, 3)->text() == "stop") stop_row = r;
-            }
-            QTest::qWait(200);
-        }
+        const int stop_row = wait_for_event(events, "stop", 180000);
         QVERIFY2(stop_row >= 0, "no stop event within 180 s of DETECT");
         {
             // A stop before the first collision would be a false stop, not the collision's.
@@ -504,15 +512,7 @@ private slots:
                 call({{"cmd", "resume"}, {"robot", kRobot}, {"by", "gui test"}});
                 QTRY_COMPARE_WITH_TIMEOUT(answers, 3, 5000);
             }
-            int would_row = -1;
-            QElapsedTimer shadow;
-            shadow.start();
-            while (would_row < 0 && shadow.elapsed() < 90000) {
-                for (int r = 0; r < events->rowCount(); ++r) {
-                    if (events->item(r, 3)->text() == "would_stop") would_row = r;
-                }
-                QTest::qWait(200);
-            }
+            const int would_row = wait_for_event(events, "would_stop", 90000);
             QVERIFY2(would_row >= 0, "no would-be stop within 90 s of SHADOW with contacts");
             QCOMPARE(events->item(would_row, 3)->foreground().color(), QColor(170, 95, 0));
             const QString would_id = events->item(would_row, 0)->text();
