@@ -32,15 +32,6 @@ sim::Task ur5e_task(bool varying) {
     return task;
 }
 
-// The task with every grasped part `factor` times as heavy; `part` gets the task's own mass.
-sim::Task with_heavier_part(const sim::Task& task, double factor, double& part) {
-    sim::Task heavy = task;
-    for (auto& step : heavy.steps) {
-        if (step.kind == sim::TaskStep::Kind::Grasp) part = step.mass, step.mass *= factor;
-    }
-    return heavy;
-}
-
 std::string csv(const Recording& rec) {
     std::ostringstream out;
     write_recording(rec, out);
@@ -59,6 +50,26 @@ Recording record_cell(const RobotDescription& robot, const sim::Task& task, std:
         cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
     }
     return cell.record(cycles);
+}
+
+// The runs both payload tests judge: the task with its own part for the reference (7 cycles) and
+// the calibration (30), and with every grasped part twice as heavy for 10 nominal cycles and 11
+// cycles with 10 collisions. `part` is the task's own mass.
+struct HeavierPartRuns {
+    double part = 0;
+    Recording reference, calibration, heavy, heavy_hits;
+};
+HeavierPartRuns record_heavier_part_runs(const RobotDescription& robot, const sim::Task& task) {
+    HeavierPartRuns r;
+    sim::Task heavy_task = task;
+    for (auto& step : heavy_task.steps) {
+        if (step.kind == sim::TaskStep::Kind::Grasp) r.part = step.mass, step.mass *= 2.0;
+    }
+    r.reference = record_cell(robot, task, 7, 51, 1.0, 0);
+    r.calibration = record_cell(robot, task, 30, 52, 1.0, 0);
+    r.heavy = record_cell(robot, heavy_task, 10, 53, 1.0, 0);
+    r.heavy_hits = record_cell(robot, heavy_task, 11, 54, 1.0, 10);
+    return r;
 }
 
 
@@ -587,13 +598,10 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
           "[sim][payload]") {
     const RobotDescription robot = ur5e();
     const sim::Task task = ur5e_task(true);
-    double part = 0;
-    const sim::Task heavy_task = with_heavier_part(task, 2.0, part);
+    const HeavierPartRuns runs = record_heavier_part_runs(robot, task);
+    const double part = runs.part;
     REQUIRE(part > 0);
-    const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
-    const Recording calibration = record_cell(robot, task, 30, 52, 1.0, 0);
-    const Recording heavy = record_cell(robot, heavy_task, 10, 53, 1.0, 0);
-    const Recording heavy_hits = record_cell(robot, heavy_task, 11, 54, 1.0, 10);
+    const Recording &reference = runs.reference, &calibration = runs.calibration, &heavy = runs.heavy, &heavy_hits = runs.heavy_hits;
     REQUIRE(heavy.declares_payload());
     CHECK(*std::max_element(heavy.payload.begin(), heavy.payload.end()) == 2.0 * part);
 
@@ -651,14 +659,10 @@ TEST_CASE("KA-mDTW keeps the reference's part and takes off only a declared heav
     INFO(name);
     const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", 6);
-    double part = 0;
-    const sim::Task heavy_task = with_heavier_part(task, 2.0, part);
-    REQUIRE(part > 0);
-    const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
-    const Recording calibration = record_cell(robot, task, 30, 52, 1.0, 0);
+    const HeavierPartRuns runs = record_heavier_part_runs(robot, task);
+    REQUIRE(runs.part > 0);
+    const Recording &reference = runs.reference, &calibration = runs.calibration, &heavy = runs.heavy, &heavy_hits = runs.heavy_hits;
     const Recording same = record_cell(robot, task, 10, 55, 1.0, 0);
-    const Recording heavy = record_cell(robot, heavy_task, 10, 53, 1.0, 0);
-    const Recording heavy_hits = record_cell(robot, heavy_task, 11, 54, 1.0, 10);
 
     CalibrationOptions options;
     options.reference_cycles = 3;
