@@ -89,6 +89,8 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
     const int stop_joint = event.value("joint").toInt(1);
     // The default detector's evidence carries its own rule values (at the shared partner).
     const bool phase_aware = evidence.value("detector").toString() == "phase-aware";
+    // SHADOW's would-be stops carry the same evidence: they say what DETECT would have done.
+    const bool would = event.value("kind").toString() == "would_stop";
 
     // The decision itself: which rule, on which joint, how far over its limit.
     {
@@ -106,8 +108,6 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
                              : key == "envelope"      ? tr("the envelope limit (%1)").arg(unit)
                              : key == "envelope_step" ? tr("the envelope step limit (%1)").arg(unit)
                                                       : key;
-        // SHADOW's would-be stops carry the same evidence: they say what DETECT would have done.
-        const bool would = event.value("kind").toString() == "would_stop";
         decision->setText((would ? tr("In SHADOW, would have stopped the robot by %1 on joint %2: %3 against a limit of %4 (%5 × the limit).")
                                  : tr("Stopped by %1 on joint %2: %3 against a limit of %4 (%5 × the limit)."))
                               .arg(rule)
@@ -202,15 +202,15 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
             // (beyond them a sample is over its threshold); the stop is the last sample.
             const QJsonObject in = j.value("judged").toObject();
             JudgedChart jc;
-            jc.chart = make_chart(tr("Joint %1: the newest samples as the detector judged them").arg(joint), tr("time before the stop (ms)"),
-                                  QString());
+            jc.chart = make_chart(tr("Joint %1: the newest samples as the detector judged them").arg(joint),
+                                  would ? tr("time before the would-be stop (ms)") : tr("time before the stop (ms)"), QString());
             jc.measured = add_series(jc.chart, tr("measured"), QColor(200, 30, 30), 2.5);
             jc.reference = add_series(jc.chart, tr("reference at the matched phase"), QColor(30, 90, 200), 2.0);
             jc.upper = add_series(jc.chart, tr("limits (beyond them: over the threshold)"), QColor(30, 90, 200, 150), 1.2, Qt::DashLine);
             jc.lower = add_series(jc.chart, QString(), QColor(30, 90, 200, 150), 1.2, Qt::DashLine);
             jc.chart.chart->legend()->markers(jc.lower).first()->setVisible(false);
             jc.stop = new QScatterSeries();
-            jc.stop->setName(tr("the sample that stopped"));
+            jc.stop->setName(would ? tr("the sample that would have stopped") : tr("the sample that stopped"));
             jc.stop->setMarkerSize(9.0);
             jc.stop->setColor(QColor(200, 30, 30));
             jc.stop->setBorderColor(Qt::black);

@@ -524,6 +524,15 @@ private slots:
                                      5000);
             const QString said = dash->lastEvidence()->findChild<QLabel*>("evidenceDecision")->text();
             QVERIFY2(said.startsWith("In SHADOW, would have stopped the robot by"), qPrintable(said));
+            // Its charts mark the sample that would have stopped, not one that stopped.
+            int marked = 0;
+            for (auto* view : dash->lastEvidence()->findChildren<QChartView*>()) {
+                if (!view->objectName().startsWith("judgedChart")) continue;
+                const QString marker = view->chart()->series().at(4)->name();
+                QVERIFY2(marker == "the sample that would have stopped", qPrintable(view->objectName() + ": " + marker));
+                ++marked;
+            }
+            QVERIFY2(marked > 0, "the would-be stop's evidence has no chart of judged samples");
             dash->lastEvidence()->close();
             QVERIFY(!window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"));
         }
