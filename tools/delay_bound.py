@@ -114,6 +114,9 @@ def main():
     seq_c, seq_t = column(hc, "seq", a.collisions), column(ht, "seq", a.twin)
     cycle_c = column(hc, "cycle", a.collisions)
     contact, force = column(hc, "contact", a.collisions), column(hc, "contact_force", a.collisions)
+    # The contact's own onset, before its first sample by its age (recordings since 2026-11-27), as
+    # `warpguard evaluate` takes it.
+    age = hc.index("contact_age") if "contact_age" in hc else None
     tau_c = [column(hc, name, a.collisions) for name in joints]
     tau_t = [column(ht, name, a.twin) for name in joints]
     first = next((i for i in range(n) if c[i][contact] > 0), n)
@@ -160,7 +163,7 @@ def main():
                         cusum = [0.0] * len(joints)
                     continue
                 if held or max(cusum) > limit:
-                    bound = c[s][t_col] - c[i][t_col]
+                    bound = c[s][t_col] - c[i][t_col] + (c[i][age] if age is not None else 0.0)
                     break
             kind = "impact" if c[k - 1][t_col] - c[i][t_col] <= 0.060 else "push"
             mine = ours.get(i)

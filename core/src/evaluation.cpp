@@ -61,7 +61,8 @@ Counted count(const Recording& rec, const std::vector<Decision>& decisions, std:
         if (!gt->contact[i] || (i > 0 && gt->contact[i - 1])) continue;
         CollisionOutcome c;
         c.onset_index = i;
-        c.onset_t = rec.t[i];
+        // The contact began before the first sample that carries it, by its recorded age.
+        c.onset_t = rec.t[i] - (gt->contact_age.empty() ? 0.0 : gt->contact_age[i]);
         std::size_t k = i;
         for (; k < rec.size() && gt->contact[k]; ++k) {
             if (gt->contact_force[k] > c.peak_force) {

@@ -116,6 +116,7 @@ Recording Recording::slice(std::size_t begin, std::size_t end) const {
         copy(ground_truth->contact, gt.contact);
         copy(ground_truth->contact_force, gt.contact_force);
         copy(ground_truth->contact_link, gt.contact_link);
+        if (!ground_truth->contact_age.empty()) copy(ground_truth->contact_age, gt.contact_age);
         out.ground_truth = std::move(gt);
     }
     return out;

@@ -132,27 +132,32 @@ public:
         const bool payload = header.size() > expected.size() && header[expected.size()] == "payload";
         const std::size_t base = expected.size() + (payload ? 1 : 0);
         bool ground_truth = false;
+        bool age = false;  // the optional contact_age after contact_link (written since 2026-11-27)
         if (header.size() > base) {
             for (std::size_t k = 0; k < kGroundTruthColumns.size(); ++k) {
                 const std::size_t c = base + k;
                 const std::string_view got = c < header.size() ? header[c] : std::string_view("<nothing>");
                 if (got != kGroundTruthColumns[k]) {
                     fail(c + 1, fmt::format("expected {}ground-truth column '{}' (got '{}'); after the angles come "
-                                            "an optional 'payload' and the optional ground truth contact,contact_force,contact_link",
+                                            "an optional 'payload' and the optional ground truth contact,contact_force,contact_link"
+                                            "[,contact_age]",
                                             k == 0 && !payload ? "'payload' or " : "", kGroundTruthColumns[k], shorten(got)));
                 }
             }
-            if (header.size() > base + kGroundTruthColumns.size()) {
-                fail(base + kGroundTruthColumns.size() + 1,
-                     fmt::format("unexpected column '{}' after contact_link",
-                                 shorten(header[base + kGroundTruthColumns.size()])));
+            const std::size_t after = base + kGroundTruthColumns.size();
+            age = header.size() > after && header[after] == "contact_age";
+            if (header.size() > after + (age ? 1 : 0)) {
+                const std::size_t extra = after + (age ? 1 : 0);
+                fail(extra + 1, fmt::format("unexpected column '{}' after {}", shorten(header[extra]),
+                                            age ? "contact_age" : "contact_link (only 'contact_age' may follow it)"));
             }
             ground_truth = true;
         }
-        const std::size_t columns = base + (ground_truth ? kGroundTruthColumns.size() : 0);
+        const std::size_t columns = base + (ground_truth ? kGroundTruthColumns.size() : 0) + (age ? 1 : 0);
         names_.assign(expected.begin(), expected.end());
         if (payload) names_.push_back("payload");
         if (ground_truth) names_.insert(names_.end(), kGroundTruthColumns.begin(), kGroundTruthColumns.end());
+        if (age) names_.push_back("contact_age");
 
         // Rows.
         const std::size_t n = *joints;
@@ -200,6 +205,14 @@ public:
                 rec.ground_truth->contact.push_back(contact);
                 rec.ground_truth->contact_force.push_back(force);
                 rec.ground_truth->contact_link.push_back(link);
+                if (age) {
+                    const double a = real(fields, c + 3);
+                    if (!(a >= 0)) fail(c + 4, fmt::format("contact_age must be >= 0 s (got '{}')", fields[c + 3]));
+                    if (contact == 0 && a != 0) {
+                        fail(c + 4, fmt::format("contact_age must be 0 where contact is 0 (got '{}')", fields[c + 3]));
+                    }
+                    rec.ground_truth->contact_age.push_back(a);
+                }
             }
         }
         return rec;
@@ -279,7 +292,9 @@ void write_recording(const Recording& rec, std::ostream& out) {
     std::string line;
     for (std::size_t c = 0; c < header.size(); ++c) line += (c ? "," : "") + header[c];
     if (rec.declares_payload()) line += ",payload";
+    const bool age = rec.has_ground_truth() && !rec.ground_truth->contact_age.empty();
     if (rec.has_ground_truth()) line += ",contact,contact_force,contact_link";
+    if (age) line += ",contact_age";
     out << line << '\n';
 
     fmt::memory_buffer buf;
@@ -293,6 +308,7 @@ void write_recording(const Recording& rec, std::ostream& out) {
         if (rec.has_ground_truth()) {
             const auto& gt = *rec.ground_truth;
             fmt::format_to(std::back_inserter(buf), ",{},{},{}", gt.contact[i], gt.contact_force[i], gt.contact_link[i]);
+            if (age) fmt::format_to(std::back_inserter(buf), ",{}", gt.contact_age[i]);
         }
         buf.push_back('\n');
         out.write(buf.data(), static_cast<std::streamsize>(buf.size()));

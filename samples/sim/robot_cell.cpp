@@ -310,6 +310,11 @@ Recording RobotCell::record(std::size_t cycles) {
     double obstacle_begun = kNever;  // sim time its descent began (disturb_in_task_time)
     double obstacle_arrive = 0.0;    // how far it has come down, 0 (parked above) to 1 (in place)
     double obstacle_touched = -kNever;  // sim time it last touched the robot
+    // The ground truth's contact age: a contact begins at a simulation step, mostly between two
+    // samples; the first sample that carries it records how long it has lasted.
+    double touched_since_sample = kNever;  // sim time of the first step with contact since the last sample
+    double contact_began = kNever;         // sim time the contact the last sample carried began
+    bool sampled_touching = false;         // whether the last sample carried a contact
     for (; task_time < p.end + post && t < -pre + give_up; t += dt) {
         // Which contacts have begun: by the simulation clock exactly at their time; by the task's,
         // at the step in which the task reaches it.
@@ -433,6 +438,7 @@ Recording RobotCell::record(std::size_t cycles) {
             contact_link = static_cast<std::size_t>(obstacle_link);
         }
         peak_force_ = std::max(peak_force_, force);
+        if (force > 0.0 && touched_since_sample == kNever) touched_since_sample = t;
 
         servo.command(sim, q.data(), qd.data(), qdd.data(), tau_cmd.data());
 
@@ -453,6 +459,11 @@ Recording RobotCell::record(std::size_t cycles) {
             rec.ground_truth->contact.push_back(force > 0.0 ? 1 : 0);
             rec.ground_truth->contact_force.push_back(force);
             rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
+            const bool touching = force > 0.0;
+            if (touching && !sampled_touching) contact_began = touched_since_sample;
+            rec.ground_truth->contact_age.push_back(touching ? t - contact_began : 0.0);
+            sampled_touching = touching;
+            touched_since_sample = kNever;
             if (options_.on_sample) {
                 const Reply reply = options_.on_sample(sample);
                 if (reply == Reply::Stop && !stopped) {

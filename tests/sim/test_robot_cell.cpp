@@ -179,6 +179,21 @@ TEST_CASE("contacts are in the ground truth with their peak force and link", "[s
     CHECK(peak == Approx(80.0));
     CHECK(rec.t[first] >= push.start + 0.2 - 1e-9);  // the robot clock starts 0.2 s before cycle 1
     CHECK(contact_samples > 100);                      // 0.6 s of contact at about 4 ms per sample
+    // Its age puts the onset where the push began (its ramp's first simulation step of 1 ms), between
+    // the sample before and the first that carries it, and grows with the clock while it lasts.
+    REQUIRE(gt.contact_age.size() == rec.size());
+    REQUIRE(first > 0);
+    const double onset = rec.t[first] - gt.contact_age[first];
+    INFO("first contact sample at " << rec.t[first] << " s, age " << gt.contact_age[first] << " s, the sample before at "
+                                    << rec.t[first - 1] << " s");
+    CHECK(onset == Approx(push.start + 0.2).margin(0.0011));
+    CHECK(onset > rec.t[first - 1]);
+    CHECK(gt.contact_age[first] > 0.0);
+    for (std::size_t i = first + 1; i < first + contact_samples; ++i) {
+        CHECK(gt.contact_age[i] - gt.contact_age[i - 1] == Approx(rec.t[i] - rec.t[i - 1]).margin(2e-6));
+    }
+    CHECK(gt.contact_age[first - 1] == 0.0);
+    CHECK(gt.contact_age[first + contact_samples] == 0.0);
     // The push moves joint 2 and 3 torques (it acts on link 3).
     CHECK(rec.cycle[first] == 3);
 }

@@ -92,6 +92,22 @@ TEST_CASE("a STOP during the contact records the force the contact had reached",
     CHECK(c.delay == Approx(0.02));
 }
 
+TEST_CASE("a contact's delay counts from its own onset, before the first sample that carries it", "[evaluation]") {
+    // Contact 3-7; it began 6 ms before sample 3 (t = 0.03), so at t = 0.024; the first STOP at 5.
+    Recording rec = tiny({0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 1, 1, 1, 1, 0, 0});
+    rec.ground_truth->contact_age = {0, 0, 0, 0.006, 0.016, 0.026, 0.036, 0.046, 0, 0};
+    const RunEvaluation run = evaluate_decisions("aged.csv", rec, verdicts(".....SS..."), 2);
+    REQUIRE(run.truth.has_value());
+    REQUIRE(run.truth->collisions.size() == 1);
+    const auto& c = run.truth->collisions[0];
+    CHECK(c.onset_index == 3);
+    CHECK(c.onset_t == Approx(0.024));
+    CHECK(c.delay == Approx(0.026));  // 0.05 - 0.024, against 0.02 from the first contact sample
+    // A STOP at the very first contact sample is still 6 ms after the contact began.
+    const RunEvaluation first = evaluate_decisions("aged.csv", rec, verdicts("...S......"), 2);
+    CHECK(first.truth->collisions[0].delay == Approx(0.006));
+}
+
 TEST_CASE("clean cycles are counted and flagged when any STOP falls inside", "[evaluation]") {
     const Recording rec = tiny({0, 1, 1, 2, 2, 3, 3, 4}, {0, 0, 0, 0, 0, 0, 0, 0});
     const RunEvaluation run = evaluate_decisions("clean.csv", rec, verdicts("...S...."), 5);

@@ -148,16 +148,48 @@ TEST_CASE("malformed files give one line with file, line, column and the offendi
     CHECK(error_of("# joints 2\n") == "run.csv:1:1: metadata line must be '# key: value' (got '# joints 2')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",contact,force,contact_link\n") ==
           "run.csv:6:10: expected ground-truth column 'contact_force' (got 'force'); after the angles come an optional "
-          "'payload' and the optional ground truth contact,contact_force,contact_link");
+          "'payload' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",mass\n") ==
           "run.csv:6:9: expected 'payload' or ground-truth column 'contact' (got 'mass'); after the angles come an optional "
-          "'payload' and the optional ground truth contact,contact_force,contact_link");
+          "'payload' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0,-0.5\n") ==
           "run.csv:7:9: payload must be >= 0 kg (got '-0.5')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0\n") ==
           "run.csv:7:9: row has 8 values; expected 9 (one per header column)");
     CHECK(error_of("# joints: 1\n# signal: torque\n# unit: Nm\nt,seq,cycle,mode,tau1,q1,contact,contact_force,contact_link\n"
                    "0,0,0,0,1,1,2,0,0\n") == "run.csv:5:7: contact must be 0 or 1 (got '2')");
+    const std::string aged = "# joints: 1\n# signal: torque\n# unit: Nm\n"
+                             "t,seq,cycle,mode,tau1,q1,contact,contact_force,contact_link,contact_age\n";
+    CHECK(error_of(aged + "0,0,0,0,1,1,1,5,2,-0.001\n") == "run.csv:5:10: contact_age must be >= 0 s (got '-0.001')");
+    CHECK(error_of(aged + "0,0,0,0,1,1,0,0,0,0.002\n") == "run.csv:5:10: contact_age must be 0 where contact is 0 (got '0.002')");
+    CHECK(error_of(aged.substr(0, aged.size() - 1) + ",extra\n") ==
+          "run.csv:4:11: unexpected column 'extra' after contact_age");
+    CHECK(error_of("# joints: 1\n# signal: torque\n# unit: Nm\nt,seq,cycle,mode,tau1,q1,contact,contact_force,contact_link,age\n") ==
+          "run.csv:4:10: unexpected column 'age' after contact_link (only 'contact_age' may follow it)");
+}
+
+TEST_CASE("the contact's age is read, written back and sliced with the samples", "[csv]") {
+    // A contact that began 1.5 ms before the sample that first carries it.
+    const Recording rec = parse(kHeader.substr(0, kHeader.size() - 1) +
+                                ",contact,contact_force,contact_link,contact_age\n"
+                                "0.000,1,1,0,1.5,2.5,0.1,0.2,0,0,0,0\n"
+                                "0.004,2,1,0,1.6,2.4,0.1,0.2,1,20,3,0.0015\n"
+                                "0.008,3,2,0,1.7,2.3,0.1,0.2,1,35,3,0.0055\n");
+    REQUIRE(rec.ground_truth.has_value());
+    CHECK(rec.ground_truth->contact_age == std::vector<double>{0.0, 0.0015, 0.0055});
+    std::stringstream text;
+    write_recording(rec, text);
+    CHECK(text.str().find("contact,contact_force,contact_link,contact_age\n") != std::string::npos);
+    const Recording back = read_recording(text, "mem");
+    CHECK(back.ground_truth->contact_age == rec.ground_truth->contact_age);
+    CHECK(rec.slice(1, 3).ground_truth->contact_age == std::vector<double>{0.0015, 0.0055});
+    // Files written before the column existed read as before, without ages.
+    const Recording old = parse(kHeader.substr(0, kHeader.size() - 1) + ",contact,contact_force,contact_link\n"
+                                                                          "0.000,1,1,0,1.5,2.5,0.1,0.2,1,20,3\n");
+    CHECK(old.ground_truth->contact_age.empty());
+    std::stringstream old_text;
+    write_recording(old, old_text);
+    CHECK(old_text.str().find("contact_age") == std::string::npos);
 }
 
 TEST_CASE("a file that cannot be opened is named", "[csv]") {

@@ -7,7 +7,9 @@
 //   collision    a maximal run of samples with contact = 1.
 //   detected     a STOP decision at a sample from the collision's onset up to `window` samples after
 //                its last contact sample (rule 2 still sees a contact for m samples, §3.2.3).
-//   delay        t(first such STOP) - t(onset).
+//   delay        t(first such STOP) - t(onset); the onset is the contact's own, the first contact
+//                sample's t less its contact_age (the contact began between two samples), or that
+//                sample's t in recordings without contact_age.
 //   false stop   a stop event that starts outside every collision's detection interval.
 //   clean cycle  a complete cycle without any contact sample; it is "flagged" when any STOP falls in it.
 #pragma once
@@ -32,9 +34,9 @@ struct StopEvent {
 };
 
 struct CollisionOutcome {
-    std::size_t onset_index = 0;
+    std::size_t onset_index = 0;  // the first sample that carries the contact
     std::size_t end_index = 0;  // one past the last contact sample
-    double onset_t = 0.0;
+    double onset_t = 0.0;       // robot time the contact began (at or before that sample)
     double peak_force = 0.0;    // N
     int link = 0;
     bool detected = false;

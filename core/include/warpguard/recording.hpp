@@ -45,6 +45,11 @@ struct GroundTruth {
     std::vector<std::uint8_t> contact;     // 0/1
     std::vector<double> contact_force;     // N, magnitude of the contact force
     std::vector<std::int32_t> contact_link;  // 1-based link index, 0 = none
+    // How long the contact this sample carries had already lasted when the sample was taken (s; 0
+    // without contact). A contact begins between two samples: the first sample that carries it is up
+    // to one sample period late, and its age says by how much. Empty in recordings made before it was
+    // written (2026-11-27): their contacts are taken to begin at their first sample.
+    std::vector<double> contact_age;
 };
 
 // A run of consecutive samples with the same cycle counter value.

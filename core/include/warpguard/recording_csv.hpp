@@ -5,7 +5,7 @@
 //   # signal: torque          (torque | current)
 //   # unit: Nm                (Nm | A | percent)
 //   # source: warpguard-sim
-//   t,seq,cycle,mode,tau1,...,tauN,q1,...,qN[,contact,contact_force,contact_link]
+//   t,seq,cycle,mode,tau1,...,tauN,q1,...,qN[,payload][,contact,contact_force,contact_link[,contact_age]]
 //   0.000,0,1,0,...
 //
 // t in seconds on the robot's clock, q in radians. Other `# key: value` lines are kept as metadata.
