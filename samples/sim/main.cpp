@@ -277,8 +277,14 @@ int main(int argc, char** argv) {
                 if (g.delay_median) std::printf("; detection delay median %.1f ms, p95 %.1f ms", *g.delay_median * 1e3, g.delay_p95.value_or(0) * 1e3);
                 std::printf("\n");
                 for (const auto& c : g.collisions) {
-                    std::printf("  collision at t = %7.3f s on link %d, peak %6.1f N: %s\n", c.onset_t, c.link, c.peak_force,
-                                c.detected ? fmt::format("stopped after {:.1f} ms", c.delay * 1e3).c_str() : "MISSED");
+                    // When the robot was told to stop, and how hard the contact pressed then (a push
+                    // ramps up from nothing; an impact may be over by then).
+                    std::string outcome = "MISSED";
+                    if (c.detected) {
+                        outcome = fmt::format("stopped {:.1f} ms after it began, ", c.delay * 1e3);
+                        outcome += c.force_at_detection > 0 ? fmt::format("pressing {:.0f} N then", c.force_at_detection) : "once it was over";
+                    }
+                    std::printf("  collision at t = %7.3f s on link %d, peak %6.1f N: %s\n", c.onset_t, c.link, c.peak_force, outcome.c_str());
                 }
             }
             if (without) {
