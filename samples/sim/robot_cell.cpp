@@ -438,7 +438,8 @@ Recording RobotCell::record(std::size_t cycles) {
             contact_link = static_cast<std::size_t>(obstacle_link);
         }
         peak_force_ = std::max(peak_force_, force);
-        if (force > 0.0 && touched_since_sample == kNever) touched_since_sample = t;
+        // A scripted force acts from this step on; the obstacle's contact formed in the last step.
+        if (force > 0.0 && touched_since_sample == kNever) touched_since_sample = force == obstacle_force ? t - dt : t;
 
         servo.command(sim, q.data(), qd.data(), qdd.data(), tau_cmd.data());
 
@@ -461,7 +462,7 @@ Recording RobotCell::record(std::size_t cycles) {
             rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
             const bool touching = force > 0.0;
             if (touching && !sampled_touching) contact_began = touched_since_sample;
-            rec.ground_truth->contact_age.push_back(touching ? t - contact_began : 0.0);
+            rec.ground_truth->contact_age.push_back(touching ? std::round((t - contact_began) * 1e6) / 1e6 : 0.0);  // us, as the clock
             sampled_touching = touching;
             touched_since_sample = kNever;
             if (options_.on_sample) {

@@ -320,6 +320,10 @@ TEST_CASE("an obstacle in the path makes a contact force — stopping soon after
     const double without_stop = hit.peak_contact_force();
     CHECK(gt.contact_link[first] >= 5);  // the wrist or the tool meets it
     CHECK(rec.cycle[first] == 2);
+    // MuJoCo found the contact in a step before this sample: its age is at least that step (1 ms),
+    // and the onset it gives is no earlier than the sample before.
+    CHECK(gt.contact_age[first] >= 0.001);
+    CHECK(rec.t[first] - gt.contact_age[first] >= rec.t[first - 1] - 1e-9);
 
     // The same run, told to stop 30 ms after the first contact (a detection's delay).
     sim::RobotCell stopped(ur5e(), ur5e_task(false), options);
