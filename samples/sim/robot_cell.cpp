@@ -462,7 +462,7 @@ Recording RobotCell::record(std::size_t cycles) {
             rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
             const bool touching = force > 0.0;
             if (touching && !sampled_touching) contact_began = touched_since_sample;
-            rec.ground_truth->contact_age.push_back(touching ? std::round((t - contact_began) * 1e6) / 1e6 : 0.0);  // us, as the clock
+            rec.ground_truth->contact_age.push_back(touching ? t - contact_began : 0.0);
             sampled_touching = touching;
             touched_since_sample = kNever;
             if (options_.on_sample) {
