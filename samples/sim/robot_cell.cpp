@@ -457,10 +457,10 @@ Recording RobotCell::record(std::size_t cycles) {
             Sample sample{robot_clock, seq++, counter, 0u, measured, angles};
             sample.payload = declared_payload;
             rec.append(sample);
-            rec.ground_truth->contact.push_back(force > 0.0 ? 1 : 0);
+            const bool touching = force > 0.0;
+            rec.ground_truth->contact.push_back(touching ? 1 : 0);
             rec.ground_truth->contact_force.push_back(force);
             rec.ground_truth->contact_link.push_back(static_cast<std::int32_t>(contact_link));
-            const bool touching = force > 0.0;
             if (touching && !sampled_touching) contact_began = touched_since_sample;
             rec.ground_truth->contact_age.push_back(touching ? t - contact_began : 0.0);
             sampled_touching = touching;
