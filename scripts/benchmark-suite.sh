@@ -16,8 +16,9 @@
 # collision cycles (one contact each, 20-300 N, links 2..6, impacts and pushes, random phase and
 # direction), and variants: speed override 70 % (nominal + collisions), friction drift +30 %
 # (nominal + collisions), double payload (nominal + collisions), and an assembly task with snap-fit
-# and screwing (own reference and calibration). Seeds are fixed: the same
-# command gives the same numbers.
+# and screwing (own reference and calibration). Then scripts/delay-bound-check.sh: the ideal detector
+# that the report puts beside each missed target. Seeds are fixed: the same command gives the same
+# numbers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reuse=0
@@ -146,6 +147,10 @@ run_robot ur5e-like 1000 > "$out/ur5e-like.log" 2>&1 &
 run_robot irb120-like 2000 > "$out/irb120-like.log" 2>&1 &
 wait
 run_robot vp6242-like 3000 > "$out/vp6242-like.log" 2>&1
+# The ideal detector beside each missed target (about 3 minutes): each collision run recorded again
+# without its contacts. The twins are kept with --reuse, like the recordings, and made again without.
+[ "$reuse" = 1 ] || rm -f "$out"/*/*.twin.csv
+bash scripts/delay-bound-check.sh "$out" > "$out/delay-bound.log" 2>&1
 if [ "${WARPGUARD_SKIP_KA:-0}" != 1 ]; then
   run_ka ur5e-like 1000 > "$out/ur5e-like-ka.log" 2>&1 &
   run_ka irb120-like 2000 > "$out/irb120-like-ka.log" 2>&1 &
