@@ -73,23 +73,30 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
-// What the float sweep found for one joint.
+// What the float sweep found for one joint: the ends within `tie` of the best, in clusters whose
+// candidates' segments [start, end] overlap (a periodic reference has one cluster per cycle that
+// matches about equally well).
 struct Candidates {
-    double best = 0;                     // the least float end value; +inf if no end <= the bound
-    std::size_t start = 0;               // no larger than the start of any candidate's published path
-    std::size_t end_lo = 0, end_hi = 0;  // every end within `tie` of `best` lies in [end_lo, end_hi]
-    bool overflow = false;               // too many such ends at once: use the exact sweep
+    static constexpr std::size_t kMaxClusters = 8;  // one step-3 lane each
+    struct Cluster {
+        std::size_t start = 0;               // no larger than the start of any of its ends' published paths
+        std::size_t end_lo = 0, end_hi = 0;  // its candidate ends lie in [end_lo, end_hi]
+    };
+    double best = 0;                  // the least float end value; +inf if no end <= the bound
+    Cluster cluster[kMaxClusters];    // by start, disjoint
+    std::size_t clusters = 0;         // more than kMaxClusters: too scattered, use the exact sweep
+    bool overflow = false;            // too many candidate ends at once: use the exact sweep
 };
 
-// The wavefront in float lanes (16 per AVX-512 vector instead of 8 doubles), not exact by itself:
+// The wavefront in float lanes (twice as many as doubles: 16 per AVX-512 vector, 8 per AVX2), not exact by itself:
 // every value is within E of the double one, E bounded by the caller from the values' magnitudes
 // (StreamingMdtw::float_error_bound). It prunes over bound + E, carries per cell the least start
 // over predecessors within `tie` = 2E of the minimum, and keeps every end within `tie` of the best
-// one. StreamingMdtw then runs the exact double recursion over [start, end_hi] and takes the least
-// end there: exactly the published answer (streaming_mdtw.hpp).
+// one. StreamingMdtw then runs the exact double recursion over each cluster's [start, end_hi] and
+// takes the least end there: exactly the published answer (streaming_mdtw.hpp).
 class WavefrontFloat {
 public:
-    static bool built();  // compiled with AVX-512; otherwise never usable
+    static bool built();  // compiled with AVX2 or AVX-512; otherwise never usable
     WavefrontFloat(std::size_t window, std::span<const std::vector<double>> references);
     ~WavefrontFloat();
     bool usable() const { return usable_; }  // built, and the references fit floats

@@ -24,7 +24,7 @@ constexpr std::size_t kChunk = 64;  // columns per entry of the reference's valu
 // The lanes: one vector of W values, lane k is column j0 + k of a block. Only the handful of
 // operations the wavefront needs; every one is exact (min picks one of its inputs, |x| clears the
 // sign bit). F64 holds doubles (the exact sweep); F32 floats, twice as many lanes, for the float
-// sweep (AVX-512 only), whose results StreamingMdtw makes exact again (streaming_mdtw.hpp).
+// sweep (AVX-512 or AVX2), whose results StreamingMdtw makes exact again (streaming_mdtw.hpp).
 #if defined(__AVX512F__)
 struct F64 {
     using T = double;
@@ -102,7 +102,39 @@ struct F64 {
     }
     static void store_last(T* dst, Vec v) { _mm_storeh_pd(dst, _mm256_extractf128_pd(v, 1)); }
 };
-constexpr bool kFloatSweep = false;
+// AVX2 floats: 8 lanes, as many as AVX-512's doubles (the comparisons give lane masks as vectors).
+struct F32 {
+    using T = float;
+    using Vec = __m256;
+    using Mask = __m256;
+    static constexpr std::size_t W = 8;
+    static Vec load(const T* p) { return _mm256_loadu_ps(p); }
+    static void store(T* p, Vec v) { _mm256_storeu_ps(p, v); }
+    static Vec broadcast(T x) { return _mm256_set1_ps(x); }
+    static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+    static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+    static Vec vabs(Vec x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+    static Vec vmin(Vec a, Vec b) { return _mm256_min_ps(a, b); }
+    static Mask le(Vec a, Vec b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+    static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_ps(no, yes, m); }
+    static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm256_blendv_ps(src, _mm256_min_ps(a, b), m); }
+    static unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_ps(m)); }
+    static Mask lane_mask(std::size_t k) {
+        int x[8] = {};
+        x[k] = -1;
+        return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+    }
+    // [h[7], v[0], ..., v[6]]: one permutation across the two halves of each, lane 0 from h.
+    static Vec shift_in(Vec v, Vec h) {
+        const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+        return _mm256_blend_ps(_mm256_permutevar8x32_ps(v, rotate), _mm256_permutevar8x32_ps(h, rotate), 0b00000001);
+    }
+    static void store_last(T* dst, Vec v) {
+        const __m128 high = _mm256_extractf128_ps(v, 1);
+        _mm_store_ss(dst, _mm_shuffle_ps(high, high, _MM_SHUFFLE(3, 3, 3, 3)));
+    }
+};
+constexpr bool kFloatSweep = true;
 #else
 // Portable: GCC vector extensions (SSE2 pairs on x86-64).
 struct F64 {
@@ -660,12 +692,12 @@ void Wavefront::sweep(std::span<const double> windows, const double* bound, bool
     });
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 struct WavefrontFloat::Impl : Engine<F32> {
     using Engine<F32>::Engine;
 };
 #else
-struct WavefrontFloat::Impl {};  // not built: the float sweep needs AVX-512
+struct WavefrontFloat::Impl {};  // not built: the float sweep needs AVX2 or AVX-512
 #endif
 
 bool WavefrontFloat::built() { return kFloatSweep; }
@@ -677,7 +709,7 @@ WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<d
     for (const auto& r : references) {
         for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
     }
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
     if (usable_) impl_ = std::make_unique<Impl>(window, references);
 #else
     (void)window;
@@ -687,7 +719,7 @@ WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<d
 WavefrontFloat::~WavefrontFloat() = default;
 
 std::uint64_t WavefrontFloat::cells() const {
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
     if (impl_) return impl_->cells;
 #endif
     return 0;
@@ -695,25 +727,37 @@ std::uint64_t WavefrontFloat::cells() const {
 
 void WavefrontFloat::sweep(std::span<const double> windows, const double* bound, const double* tie,
                            Candidates* out) {
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
     impl_->sweep(windows, bound, tie, false, [&](const Cursor<F32>& c, std::size_t joint) {
         Candidates& r = out[joint];
         r.best = c.best_cost;
         r.overflow = c.overflow;
-        r.start = c.n;
-        r.end_lo = c.n;
-        r.end_hi = 0;
+        r.clusters = 0;
+        // The candidates' segments [start, end] by start (at most kMaxCandidates of them), merged
+        // where they overlap: each end's published path lies in its own cluster.
+        using Seg = Candidates::Cluster;
+        Seg segs[kMaxCandidates];
+        std::size_t count = 0;
         for (std::size_t k = 0; k < c.candidate_count; ++k) {
             const auto& e = c.candidates[k];
             if (!(e.value <= c.best_cost + c.tie)) continue;
-            r.start = std::min(r.start, e.start);
-            r.end_lo = std::min(r.end_lo, e.end);
-            r.end_hi = std::max(r.end_hi, e.end);
+            segs[count++] = {e.start, e.end, e.end};
+        }
+        std::sort(segs, segs + count, [](const Seg& x, const Seg& y) { return x.start < y.start; });
+        for (std::size_t k = 0; k < count; ++k) {
+            Seg* last = r.clusters > 0 ? &r.cluster[std::min(r.clusters, Candidates::kMaxClusters) - 1] : nullptr;
+            if (last != nullptr && r.clusters <= Candidates::kMaxClusters && segs[k].start <= last->end_hi) {
+                last->end_lo = std::min(last->end_lo, segs[k].end_lo);
+                last->end_hi = std::max(last->end_hi, segs[k].end_hi);
+                continue;
+            }
+            if (r.clusters < Candidates::kMaxClusters) r.cluster[r.clusters] = segs[k];
+            ++r.clusters;  // past kMaxClusters only counted: the joint goes to the exact sweep
         }
     });
 #else
     (void)windows, (void)bound, (void)tie, (void)out;
-    throw std::logic_error("the float sweep is not built (it needs AVX-512)");
+    throw std::logic_error("the float sweep is not built (it needs AVX2 or AVX-512)");
 #endif
 }
 

@@ -76,7 +76,6 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     wavefront_float_ = std::make_unique<sweeps::WavefrontFloat>(m_, references_);
     bounds_.resize(joints_);
     found_.resize(joints_);
-    ends_lo_.resize(joints_);
     settled_.assign(joints_, false);
     float_bounds_.resize(joints_);
     ties_.resize(joints_);
@@ -138,7 +137,10 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
         // send their joints to the exact sweep, which then costs more than it alone would: after a
         // sample where more than a quarter of the joints went there, Auto sweeps in doubles for a
         // while before it tries the float sweep again.
-        if ((float_fallbacks_ - fallbacks) * 4 > joints_) float_pause_ = kFloatPause;
+        if ((float_fallbacks_ - fallbacks) * 4 > joints_) {
+            float_pause_ = kFloatPause;
+            ++float_pauses_;
+        }
     } else {
         // Forced float but not usable (not built, or the references do not fit floats): doubles.
         if (used == SweepKernel::WavefrontFloat) used = SweepKernel::Wavefront;
@@ -195,11 +197,14 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows) {
         }
         const sweeps::Candidates& c = candidates_[joint];
         const double e = ties_[joint] / 2.0;
-        if (std::isfinite(c.best) && !c.overflow && c.end_hi >= c.start &&
-            c.end_hi - c.start + 1 <= segments_->max_width()) {
+        bool fits = std::isfinite(c.best) && !c.overflow && c.clusters >= 1 && c.clusters <= sweeps::Candidates::kMaxClusters;
+        for (std::size_t k = 0; fits && k < c.clusters; ++k) {
+            const auto& cl = c.cluster[k];
+            fits = cl.end_hi >= cl.start && cl.end_hi - cl.start + 1 <= segments_->max_width();
+        }
+        if (fits) {
             settled_[joint] = true;
-            found_[joint] = {c.best, c.end_hi, c.start};
-            ends_lo_[joint] = c.end_lo;
+            found_[joint] = {c.best, c.cluster[c.clusters - 1].end_hi, c.cluster[0].start};
             bounds_[joint] = -1.0;  // not swept again
             continue;
         }
@@ -294,29 +299,41 @@ void StreamingMdtw::match(std::span<const double> windows) {
         bounds_[joint] = shifted_path_bound(joint, windows.subspan(joint * m_, m_));  // +inf on a stream's first sample
     }
     run_sweep(windows, false);
-    // Step 3: the segments' values, up to eight joints at a time in lanes, then each path; a
-    // segment wider than the lanes' buffer (a match far slower than the reference) alone.
-    std::size_t lane_joint[8], lane_start[8], lane_width[8];
+    // Step 3: the segments' values, up to eight at a time in lanes, then each path. A joint the
+    // float sweep settled has one segment per cluster of candidate ends, all in one batch; a
+    // segment wider than the lanes' buffer (a match far slower than the reference) is traced alone.
+    std::size_t lane_joint[8], lane_start[8], lane_width[8], lane_end_lo[8];
     std::size_t lanes = 0;
     auto trace_lanes = [&] {
         segments_->compute(windows, lane_joint, lane_start, lane_width, lanes);
-        for (std::size_t c = 0; c < lanes; ++c) {
-            const sweeps::SegmentRecursion& seg = *segments_;
+        const sweeps::SegmentRecursion& seg = *segments_;
+        for (std::size_t c = 0; c < lanes;) {
             const std::size_t joint = lane_joint[c];
-            std::size_t w = lane_width[c];
+            std::size_t last = c + 1;  // the joint's lanes are [c, last)
+            while (last < lanes && lane_joint[last] == joint) ++last;
+            std::size_t lane = c, w = lane_width[c];
             if (settled_[joint]) {
                 // The float sweep's candidate ends: the least exact value among them, the earliest
-                // on ties, is the published optimum (the segment holds the published path of
-                // every end that can be optimal, and no other end's value there is below its own).
-                std::size_t best = ends_lo_[joint] - lane_start[c];
-                for (std::size_t x = best + 1; x < lane_width[c]; ++x) {
-                    if (seg.at(m_ - 1, x, c) < seg.at(m_ - 1, best, c)) best = x;
+                // on ties, is the published optimum (each cluster's segment holds the published
+                // path of every candidate end in it, and no end's value there is below its own).
+                double best_value = kInf;
+                std::size_t best_end = 0;
+                for (std::size_t l = c; l < last; ++l) {
+                    for (std::size_t x = lane_end_lo[l] - lane_start[l]; x < lane_width[l]; ++x) {
+                        const double v = seg.at(m_ - 1, x, l);
+                        if (v < best_value || (v == best_value && lane_start[l] + x < best_end)) {
+                            best_value = v;
+                            best_end = lane_start[l] + x;
+                            lane = l;
+                        }
+                    }
                 }
-                w = best + 1;
-                results_[joint].cost = seg.at(m_ - 1, best, c);
+                w = best_end - lane_start[lane] + 1;
+                results_[joint].cost = best_value;
             }
-            backtrack(m_, lane_start[c], w, [&](std::size_t i, std::size_t x) { return seg.at(i, x, c); },
+            backtrack(m_, lane_start[lane], w, [&](std::size_t i, std::size_t x) { return seg.at(i, x, lane); },
                       results_[joint]);
+            c = last;
         }
         lanes = 0;
     };
@@ -333,15 +350,30 @@ void StreamingMdtw::match(std::span<const double> windows) {
             continue;
         }
         r.cost = f.cost;
+        if (settled_[joint]) {
+            const sweeps::Candidates& cand = candidates_[joint];
+            if (lanes + cand.clusters > 8) trace_lanes();
+            for (std::size_t k = 0; k < cand.clusters; ++k) {
+                const auto& cl = cand.cluster[k];
+                lane_joint[lanes] = joint;
+                lane_start[lanes] = cl.start;
+                lane_width[lanes] = cl.end_hi - cl.start + 1;
+                lane_end_lo[lanes] = cl.end_lo;
+                ++lanes;
+            }
+            continue;
+        }
         const std::size_t width = f.end - f.start + 1;
         if (width > segments_->max_width()) {
             rebuild_path(windows.subspan(joint * m_, m_), references_[joint], f.start, f.end, f.cost, r);
             continue;
         }
+        if (lanes == 8) trace_lanes();
         lane_joint[lanes] = joint;
         lane_start[lanes] = f.start;
         lane_width[lanes] = width;
-        if (++lanes == 8) trace_lanes();
+        lane_end_lo[lanes] = f.end;
+        ++lanes;
     }
     if (lanes > 0) trace_lanes();
 }

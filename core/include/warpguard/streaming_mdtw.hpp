@@ -18,13 +18,15 @@
 //    by column (fast where most cells of every joint are alive), or per joint in wavefront blocks
 //    of adjacent columns, two joints interleaved (fast where few cells are alive and they lie
 //    elsewhere for each joint). Each sample uses the one the previous sample's work points to.
-//    Where the build has AVX-512, the wavefront runs in float lanes instead (16 per vector, not 8):
-//    every float value is within E of the double one (float_error_bound), so the float sweep
-//    prunes over UB + E, keeps every end within 2E of its best, and carries per cell the least
+//    Where the build has AVX2 or AVX-512, the wavefront runs in float lanes instead (twice as many
+//    per vector): every float value is within E of the double one (float_error_bound), so the float
+//    sweep prunes over UB + E, keeps every end within 2E of its best, and carries per cell the least
 //    start over predecessors within 2E of the minimum: no larger than the published path's start.
-//    Step 3 over [that start, the last kept end] then has every candidate end's published path
-//    in it, and the least exact value there (the earliest on ties) is the published optimum. A
-//    joint whose kept ends are too many or too far apart is swept again exactly, in doubles.
+//    The kept ends are grouped into clusters whose segments [start, end] overlap (one per cycle of
+//    a periodic reference that matches about equally well). Step 3 over each cluster's [least
+//    start, last end] then has every candidate end's published path in it, and the least exact
+//    value over the clusters (the earliest on ties) is the published optimum. A joint whose kept
+//    ends are too many, in more than 8 clusters or in a cluster too wide, is swept again exactly.
 // 3. The warping path is rebuilt with the published recursion over the matched segment
 //    [start, end] only (up to eight joints side by side in vector lanes); every cell of the
 //    optimal path gets exactly its full-matrix value there, every other cell one no smaller, so
@@ -85,7 +87,7 @@ public:
     std::uint64_t cells() const;
 
     // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work,
-    // and takes the wavefront in float lanes where it is built (AVX-512) and the sample has a bound;
+    // and takes the wavefront in float lanes where it is built (AVX2, AVX-512) and the sample has a bound;
     // the others force one, for tests and benchmarks (WavefrontFloat still sweeps a stream's first
     // sample, which has no bound, in doubles). Results are identical either way.
     enum class SweepKernel { Auto, Lockstep, Wavefront, WavefrontFloat };
@@ -94,7 +96,11 @@ public:
     // Joints the float sweep handed to the exact double sweep so far (an end too uncertain or a
     // segment too wide to settle from the float values).
     std::uint64_t float_fallbacks() const { return float_fallbacks_; }
-    // Whether this build has the float sweep (it needs AVX-512 on the build host).
+    // Times Auto paused the float sweep (kFloatPause samples in doubles each) after a sample whose
+    // ties sent over a quarter of the joints to the exact sweep.
+    std::uint64_t float_pauses() const { return float_pauses_; }
+    static constexpr std::size_t float_pause_samples() { return kFloatPause; }
+    // Whether this build has the float sweep (it needs AVX2 or AVX-512 on the build host).
     static bool float_sweep_built();
 
     // E: a bound on |float value - double value| of every cell the float sweep must keep, for a
@@ -115,8 +121,8 @@ private:
     // Step 2 with bounds_ (< 0: joint not swept) into found_, and (for a match, not an early exit)
     // the choice of the next sample's sweep.
     void run_sweep(std::span<const double> windows, bool stop_at_first);
-    // Step 2 in float lanes: joints it settles get their segment in found_ and ends_lo_; the rest
-    // are swept exactly.
+    // Step 2 in float lanes: joints it settles keep their clusters of candidate ends in
+    // candidates_; the rest are swept exactly.
     void run_float_sweep(std::span<const double> windows);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
@@ -139,12 +145,12 @@ private:
     std::vector<double> bounds_;  // per joint, per sample: the sweep's bound (allocated once)
     std::vector<sweeps::Found> found_;
     // Per joint, per sample: whether the float sweep settled the joint (its cost and end then come
-    // from step 3, which chooses among the ends from ends_lo_ to found_'s end), and its state.
-    std::vector<std::size_t> ends_lo_;
+    // from step 3, which chooses among the ends of its clusters in candidates_), and its state.
     std::vector<bool> settled_;
     std::vector<double> float_bounds_, ties_, ref_max_abs_;
     std::vector<sweeps::Candidates> candidates_;
     std::uint64_t float_fallbacks_ = 0;
+    std::uint64_t float_pauses_ = 0;
     std::size_t float_pause_ = 0;  // Auto: samples left before the float sweep is tried again
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
