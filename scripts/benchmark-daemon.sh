@@ -50,6 +50,21 @@ print('| %d | %d | %.3f | %.3f | %.3f | %.3f | %d | %.3f | %.3f | %d | %.0f | %.
 done
 
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
+# The vector units the matcher's sweeps were built for (core/CMakeLists.txt checks the build host).
+if grep -q "^WARPGUARD_HOST_HAS_AVX512:INTERNAL=1" "$build/CMakeCache.txt" 2> /dev/null; then
+  cpu="$cpu, sweeps built for AVX-512"
+elif grep -q "^WARPGUARD_HOST_HAS_AVX2:INTERNAL=1" "$build/CMakeCache.txt" 2> /dev/null; then
+  cpu="$cpu, sweeps built for AVX2 (no AVX-512)"
+fi
+# Per row, the cores the daemon's decisions alone keep busy: robots x 500 Hz x mean decision time.
+busy=$(python3 -c "
+import json
+parts = []
+for n in (1, 4, 16):
+    d = json.load(open('$work/robots-%d.json' % n)); robots = d['robots'] if isinstance(d, dict) else d
+    mean_us = sum(x['processing_us']['mean'] for x in robots) / len(robots)
+    parts.append('%.2f' % (n * 500 * mean_us * 1e-6))
+print(' / '.join(parts))")
 # One robot's mean decision time, for the overload sentence below.
 decision_ms=$(python3 -c "
 import json; d=json.load(open('$work/robots-1.json')); robots=d['robots'] if isinstance(d, dict) else d
@@ -88,8 +103,9 @@ sample; the matcher then uses its lockstep sweep, all joints side by side in vec
 matcher's cell arena and fell back to the published algorithm at about 5 ms each, which set the
 p99 at 5.8-6.3 ms; the matcher no longer has an arena or a fallback. The maxima of a few
 milliseconds are single stalls of this virtual machine (a thread sleeping 1 ms here has been seen
-to wake up to 30 ms late, docs/daemon.md). At 16 robots x 500 Hz the two cores are saturated:
-16 x 500 decisions of about $decision_ms ms (one robot's mean) need more than two cores, and the load client falls behind
-("client late"), so that row shows the daemon under overload, not at 500 Hz.
+to wake up to 30 ms late, docs/daemon.md). The decisions alone keep $busy of the $(nproc) cores
+busy (1 / 4 / 16 robots: robots x 500 Hz x the row's mean decision; one robot's is about
+$decision_ms ms). Where that nears the cores the load client, which shares them, falls behind
+("client late"), and the row shows the daemon under overload, not at 500 Hz.
 MD
 cat docs/daemon-load.md
