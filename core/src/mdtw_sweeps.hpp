@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -86,6 +87,53 @@ struct Candidates {
     Cluster cluster[kMaxClusters];    // by start, disjoint
     std::size_t clusters = 0;         // more than kMaxClusters: too scattered, use the exact sweep
     bool overflow = false;            // too many candidate ends at once: use the exact sweep
+};
+
+// The float sweeps' list of one joint's candidate ends: every end within `tie` of the best so far,
+// each with its least start. When the list is full, ends that have fallen out of reach of the best
+// are dropped; if none has, it overflows (the joint then needs the exact sweep).
+struct CandidateList {
+    static constexpr std::size_t kMax = 32;
+    struct End {
+        double value;
+        std::size_t end, start;
+    };
+    End ends[kMax];
+    std::size_t count = 0;
+    bool overflow = false;
+    double best = 0, tie = 0;
+
+    void reset(double tie_) {
+        count = 0;
+        overflow = false;
+        best = std::numeric_limits<double>::infinity();
+        tie = tie_;
+    }
+    // An end of float value `value`: kept if within `tie` of the best; true if it is the new best.
+    bool offer(double value, std::size_t end, std::size_t start) {
+        if (value <= best + tie) add(value, end, start);
+        if (!(value < best)) return false;
+        best = value;
+        return true;
+    }
+    // The clusters of the ends within `tie` of the final best, into `out`.
+    void clusters(Candidates& out) const;
+
+private:
+    void add(double value, std::size_t end, std::size_t start) {
+        if (count == kMax) {
+            std::size_t kept = 0;
+            for (std::size_t c = 0; c < count; ++c) {
+                if (ends[c].value <= best + tie) ends[kept++] = ends[c];
+            }
+            count = kept;
+            if (kept == kMax) {
+                overflow = true;
+                return;
+            }
+        }
+        ends[count++] = {value, end, start};
+    }
 };
 
 // The wavefront in float lanes (twice as many as doubles: 16 per AVX-512 vector, 8 per AVX2), not exact by itself:

@@ -234,9 +234,6 @@ inline std::size_t column_buffer_size(std::size_t m) {
     return (m + 3 * W + W - 1) / W * W;
 }
 
-// The float sweep keeps every end within `tie` of the best so far; more than this many at once
-// (a window that matches many places equally well) sends the joint to the exact sweep.
-constexpr std::size_t kMaxCandidates = 32;
 
 // One joint's pruned sweep (step 2), advanced one wavefront step at a time so that the sweeps of
 // two joints can run interleaved: their dependency chains are independent, and one step alone
@@ -274,13 +271,7 @@ struct Cursor {
     // F32: the candidate ends.
     double tie = 0;
     Vec tiev;
-    struct Candidate {
-        double value;
-        std::size_t end, start;
-    };
-    Candidate candidates[kMaxCandidates];
-    std::size_t candidate_count = 0;
-    bool overflow = false;
+    CandidateList candidates;
     // The block.
     std::size_t j0 = 0;
     int cur = 0;
@@ -328,8 +319,7 @@ struct Cursor {
         chunk_slack = kTolerant ? 1.0 + std::ldexp(1.0, -22) : 1.0;
         tie = tie_;
         tiev = O::broadcast(bound_up<T>(tie));
-        candidate_count = 0;
-        overflow = false;
+        candidates.reset(tie);
         best_cost = kInf;
         best_end = best_start = 0;
         cells = 0;
@@ -440,23 +430,6 @@ struct Cursor {
         v = r.v, s = r.s, diag = r.diag, sdiag = r.sdiag, t = r.t;
     }
 
-    // F32: keeps an end within `tie` of the best so far. When the list is full, ends that have
-    // fallen out of reach of the best are dropped; if none has, the sweep overflows.
-    void add_candidate(double value, std::size_t end, std::size_t start_col) {
-        if (candidate_count == kMaxCandidates) {
-            std::size_t kept = 0;
-            for (std::size_t c = 0; c < candidate_count; ++c) {
-                if (candidates[c].value <= best_cost + tie) candidates[kept++] = candidates[c];
-            }
-            candidate_count = kept;
-            if (kept == kMaxCandidates) {
-                overflow = true;
-                return;
-            }
-        }
-        candidates[candidate_count++] = {value, end, start_col};
-    }
-
     // One wavefront step: lane k computes row t - k of column j0 + k. False when the block is done.
     template <bool kFirstRows>
     __attribute__((always_inline)) bool step_at(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, Vec& ubv_, long& t_,
@@ -493,8 +466,7 @@ struct Cursor {
                 const std::size_t end = j0 + k_end;
                 const auto start_col = static_cast<std::size_t>(lane<O>(s_, k_end));
                 if (kTolerant) {
-                    if (value <= best_cost + tie) add_candidate(value, end, start_col);
-                    if (value < best_cost) {
+                    if (candidates.offer(value, end, start_col)) {
                         best_cost = value;  // the candidates carry the ends and starts
                         // Every end whose double value can be the optimum is within `tie` of it.
                         live_bound = std::min(live_bound, value + tie);
@@ -700,6 +672,31 @@ struct WavefrontFloat::Impl : Engine<F32> {
 struct WavefrontFloat::Impl {};  // not built: the float sweep needs AVX2 or AVX-512
 #endif
 
+void CandidateList::clusters(Candidates& r) const {
+    r.best = best;
+    r.overflow = overflow;
+    r.clusters = 0;
+    // The candidates' segments [start, end] by start, merged where they overlap: each end's
+    // published path lies in its own cluster.
+    using Seg = Candidates::Cluster;
+    Seg segs[kMax];
+    std::size_t n = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+        if (ends[k].value <= best + tie) segs[n++] = {ends[k].start, ends[k].end, ends[k].end};
+    }
+    std::sort(segs, segs + n, [](const Seg& x, const Seg& y) { return x.start < y.start; });
+    for (std::size_t k = 0; k < n; ++k) {
+        if (r.clusters > 0 && r.clusters <= Candidates::kMaxClusters && segs[k].start <= r.cluster[r.clusters - 1].end_hi) {
+            Seg& last = r.cluster[r.clusters - 1];
+            last.end_lo = std::min(last.end_lo, segs[k].end_lo);
+            last.end_hi = std::max(last.end_hi, segs[k].end_hi);
+            continue;
+        }
+        if (r.clusters < Candidates::kMaxClusters) r.cluster[r.clusters] = segs[k];
+        ++r.clusters;  // past kMaxClusters only counted: the joint goes to the exact sweep
+    }
+}
+
 bool WavefrontFloat::built() { return kFloatSweep; }
 
 WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<double>> references) {
@@ -729,31 +726,7 @@ void WavefrontFloat::sweep(std::span<const double> windows, const double* bound,
                            Candidates* out) {
 #if defined(__AVX2__)
     impl_->sweep(windows, bound, tie, false, [&](const Cursor<F32>& c, std::size_t joint) {
-        Candidates& r = out[joint];
-        r.best = c.best_cost;
-        r.overflow = c.overflow;
-        r.clusters = 0;
-        // The candidates' segments [start, end] by start (at most kMaxCandidates of them), merged
-        // where they overlap: each end's published path lies in its own cluster.
-        using Seg = Candidates::Cluster;
-        Seg segs[kMaxCandidates];
-        std::size_t count = 0;
-        for (std::size_t k = 0; k < c.candidate_count; ++k) {
-            const auto& e = c.candidates[k];
-            if (!(e.value <= c.best_cost + c.tie)) continue;
-            segs[count++] = {e.start, e.end, e.end};
-        }
-        std::sort(segs, segs + count, [](const Seg& x, const Seg& y) { return x.start < y.start; });
-        for (std::size_t k = 0; k < count; ++k) {
-            Seg* last = r.clusters > 0 ? &r.cluster[std::min(r.clusters, Candidates::kMaxClusters) - 1] : nullptr;
-            if (last != nullptr && r.clusters <= Candidates::kMaxClusters && segs[k].start <= last->end_hi) {
-                last->end_lo = std::min(last->end_lo, segs[k].end_lo);
-                last->end_hi = std::max(last->end_hi, segs[k].end_hi);
-                continue;
-            }
-            if (r.clusters < Candidates::kMaxClusters) r.cluster[r.clusters] = segs[k];
-            ++r.clusters;  // past kMaxClusters only counted: the joint goes to the exact sweep
-        }
+        c.candidates.clusters(out[joint]);
     });
 #else
     (void)windows, (void)bound, (void)tie, (void)out;
