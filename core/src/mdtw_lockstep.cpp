@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #if defined(__AVX__)
 #include <immintrin.h>
@@ -323,6 +324,268 @@ void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_a
         best_cost[k] = best[k];
         best_start[k] = std::isfinite(best[k]) ? static_cast<std::size_t>(best_s[k]) : 0;
     }
+}
+
+// ---- The lockstep sweep in float lanes (AVX2 builds without AVX-512) ----
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+namespace {
+
+// Eight float lanes in one AVX2 register, one per joint of a group; comparisons give lane masks.
+struct FLanes {
+    __m256 v;
+};
+inline FLanes fbroadcast(float x) { return {_mm256_set1_ps(x)}; }
+inline FLanes operator+(FLanes a, FLanes b) { return {_mm256_add_ps(a.v, b.v)}; }
+inline FLanes operator-(FLanes a, FLanes b) { return {_mm256_sub_ps(a.v, b.v)}; }
+inline FLanes fabs_lanes(FLanes x) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x.v)}; }
+inline FLanes fmin_lanes(FLanes a, FLanes b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline __m256 fle(FLanes a, FLanes b) { return _mm256_cmp_ps(a.v, b.v, _CMP_LE_OQ); }
+inline bool fany(__m256 m) { return _mm256_movemask_ps(m) != 0; }
+inline FLanes fselect(__m256 m, FLanes yes, FLanes no) { return {_mm256_blendv_ps(no.v, yes.v, m)}; }
+// min(a, b) where m is set, src elsewhere.
+inline FLanes fmin_where(FLanes src, __m256 m, FLanes a, FLanes b) { return {_mm256_blendv_ps(src.v, _mm256_min_ps(a.v, b.v), m)}; }
+
+// The bound as a float, rounded up (a float bound below the double one would drop cells).
+inline float float_up(double x) {
+    const double capped = std::min(x, static_cast<double>(std::numeric_limits<float>::max()));
+    float f = static_cast<float>(capped);
+    if (static_cast<double>(f) < capped) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+    return f;
+}
+
+struct FStep {
+    FLanes value, start;
+};
+
+// One cell of rule (11) in floats with the least start over the predecessors within `tie` of the
+// minimum (WavefrontFloat's rule: no larger than the start of the published path from the cell).
+inline FStep fcell_step(FLanes cost, FLanes diag, FLanes sdiag, FLanes up, FLanes sup, FLanes left, FLanes sleft,
+                        FLanes tie, FLanes inf) {
+    const FLanes best = fmin_lanes(fmin_lanes(diag, up), left);
+    const FLanes near = best + tie;
+    FLanes s = fselect(fle(left, near), sleft, inf);
+    s = fmin_where(s, fle(up, near), s, sup);
+    s = fmin_where(s, fle(diag, near), s, sdiag);
+    return {cost + best, s};
+}
+
+}  // namespace
+
+struct LockstepFloat::Impl {
+    static constexpr std::size_t kLanes = 8;
+    struct Group {
+        std::size_t first_joint = 0, lanes = 0;
+        std::unique_ptr<FLanes[]> reference;  // n entries
+    };
+    std::size_t joints, m, n;
+    std::vector<Group> groups;
+    std::unique_ptr<FLanes[]> columns, starts, window;  // 3 x m, 3 x m, m
+    std::uint64_t cells = 0;
+    CandidateList lists[kLanes];
+
+    Impl(std::size_t window_, std::span<const std::vector<double>> references)
+        : joints(references.size()), m(window_), n(references[0].size()) {
+        for (std::size_t first = 0; first < joints; first += kLanes) {
+            Group g;
+            g.first_joint = first;
+            g.lanes = std::min(kLanes, joints - first);
+            g.reference.reset(new FLanes[n]);
+            for (std::size_t j = 0; j < n; ++j) {
+                alignas(32) float x[kLanes] = {};
+                for (std::size_t k = 0; k < g.lanes; ++k) x[k] = static_cast<float>(references[first + k][j]);
+                g.reference[j].v = _mm256_load_ps(x);
+            }
+            groups.push_back(std::move(g));
+        }
+        columns.reset(new FLanes[3 * m]);
+        starts.reset(new FLanes[3 * m]);
+        window.reset(new FLanes[m]);
+    }
+
+    void sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out) {
+        for (const Group& g : groups) {
+            bool open = false;
+            alignas(32) float ubs[kLanes], ties[kLanes];
+            for (std::size_t k = 0; k < kLanes; ++k) {
+                const bool swept = k < g.lanes && bound[g.first_joint + k] >= 0.0;
+                ubs[k] = swept ? float_up(bound[g.first_joint + k]) : -1.0f;  // padding never lives
+                ties[k] = swept ? float_up(tie[g.first_joint + k]) : 0.0f;
+                lists[k].reset(swept ? tie[g.first_joint + k] : 0.0);
+                open = open || swept;
+            }
+            if (!open) continue;
+            for (std::size_t i = 0; i < m; ++i) {
+                alignas(32) float x[kLanes] = {};
+                for (std::size_t k = 0; k < g.lanes; ++k) x[k] = static_cast<float>(windows[(g.first_joint + k) * m + i]);
+                window[i].v = _mm256_load_ps(x);
+            }
+            sweep_group(g, ubs, bound + g.first_joint, _mm256_load_ps(ties));
+            for (std::size_t k = 0; k < g.lanes; ++k) {
+                if (bound[g.first_joint + k] >= 0.0) lists[k].clusters(out[g.first_joint + k]);
+            }
+        }
+    }
+
+    // As Lockstep::sweep_group (the same column loop, two columns fused), in floats: cells over the
+    // lane's bound keep their values (they never win, and no cell <= the bound depends on them).
+    void sweep_group(const Group& g, float* ubs, const double* bound, __m256 tie_v) {
+        const FLanes inf = fbroadcast(std::numeric_limits<float>::infinity());
+        const FLanes tie{tie_v};
+        const FLanes* a = window.get();
+        const FLanes a0 = a[0], a1 = a[1];
+        const FLanes* ref = g.reference.get();
+        FLanes ub{_mm256_load_ps(ubs)};
+        double live_bound[kLanes];
+        for (std::size_t k = 0; k < kLanes; ++k) live_bound[k] = k < g.lanes ? bound[k] : -1.0;
+        long prev_hi = -1;
+        std::size_t prev_slot = 0;
+        auto values = [&](std::size_t slot) { return columns.get() + slot * m; };
+        auto starts_of = [&](std::size_t slot) { return starts.get() + slot * m; };
+        auto first_row_at = [&](std::size_t j) {
+            const FLanes bj = ref[j];
+            if (j + 1 < n) {
+                const FLanes bj1 = ref[j + 1];
+                return fabs_lanes(a0 - bj) + fmin_lanes(fmin_lanes(fabs_lanes(a1 - bj1), fabs_lanes(a1 - bj)), fabs_lanes(a0 - bj1));
+            }
+            return fabs_lanes(a0 - bj) + fabs_lanes(a1 - bj);
+        };
+        auto vertical_tail = [&](FLanes* col, FLanes* col_s, std::size_t i, FLanes bj) {
+            FLanes up = col[i - 1];
+            const FLanes s = col_s[i - 1];
+            if (!fany(fle(up, ub))) return i;
+            for (; i < m; ++i) {
+                up = fabs_lanes(a[i] - bj) + up;
+                col[i] = up;
+                col_s[i] = s;
+                if (!fany(fle(up, ub))) return i + 1;
+            }
+            return i;
+        };
+        auto last_live_row = [&](const FLanes* col, std::size_t rows) {
+            long r = static_cast<long>(rows) - 1;
+            while (r >= 0 && !fany(fle(col[r], ub))) --r;
+            return r;
+        };
+        // A finished column's ends: every live lane's end goes to its joint's candidate list; a new
+        // best tightens that lane's bound to best + tie (every end that can be the optimum is
+        // within `tie` of it).
+        auto finish_column = [&](std::size_t j, const FLanes* col, const FLanes* col_s, long last_live) {
+            if (last_live != static_cast<long>(m) - 1) return;
+            unsigned live = static_cast<unsigned>(_mm256_movemask_ps(fle(col[m - 1], ub)));
+            if (live == 0) return;
+            alignas(32) float v[kLanes], st[kLanes];
+            _mm256_store_ps(v, col[m - 1].v);
+            _mm256_store_ps(st, col_s[m - 1].v);
+            bool tightened = false;
+            for (; live != 0; live &= live - 1) {
+                const auto k = static_cast<std::size_t>(__builtin_ctz(live));
+                const double value = static_cast<double>(v[k]);
+                if (lists[k].offer(value, j, static_cast<std::size_t>(st[k]))) {
+                    live_bound[k] = std::min(live_bound[k], value + lists[k].tie);
+                    ubs[k] = float_up(live_bound[k]);
+                    tightened = true;
+                }
+            }
+            if (tightened) ub.v = _mm256_load_ps(ubs);
+        };
+
+        for (std::size_t j = 0; j < n; ++j) {
+            if (prev_hi < 0 && !fany(fle(fabs_lanes(a0 - ref[j]), ub))) continue;  // (8) >= |a0 - bj| > bound
+            const FLanes d0 = first_row_at(j);
+            if (prev_hi < 0 && !fany(fle(d0, ub))) continue;
+            const FLanes* prev = values(prev_slot);
+            const FLanes* prev_s = starts_of(prev_slot);
+            const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
+            const bool pair = j + 1 < n;
+            const FLanes bA = ref[j];
+            const FLanes bB = pair ? ref[j + 1] : inf;
+            FLanes* colA = values(slot_a);
+            FLanes* sA = starts_of(slot_a);
+            FLanes* colB = values(slot_b);
+            FLanes* sB = starts_of(slot_b);
+            colA[0] = d0;
+            sA[0] = fbroadcast(static_cast<float>(j));
+            FStep upA{d0, sA[0]};
+            FStep upB{pair ? first_row_at(j + 1) : inf, fbroadcast(static_cast<float>(j + 1))};
+            colB[0] = upB.value;
+            sB[0] = upB.start;
+            const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m);
+            std::size_t i = 1;
+            for (; i < reach; ++i) {
+                const FLanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
+                const FStep diagB = upA;
+                upA = fcell_step(fabs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left, prev_s[i],
+                                 tie, inf);
+                colA[i] = upA.value;
+                sA[i] = upA.start;
+                upB = fcell_step(fabs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value,
+                                 upA.start, tie, inf);
+                colB[i] = upB.value;
+                sB[i] = upB.start;
+            }
+            const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
+            cells += rows_a * g.lanes;
+            const long live_a = last_live_row(colA, rows_a);
+            prev_slot = slot_a;
+            prev_hi = live_a;
+            finish_column(j, colA, sA, live_a);
+            if (!pair) continue;
+            const bool b_needed = live_a >= 0 || fany(fle(colB[0], ub));
+            if (!b_needed) continue;
+            for (i = reach; i <= rows_a && i < m; ++i) {
+                const FLanes left = i < rows_a ? colA[i] : inf;
+                upB = fcell_step(fabs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i], tie, inf);
+                colB[i] = upB.value;
+                sB[i] = upB.start;
+            }
+            const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
+            cells += rows_b * g.lanes;
+            const long live_b = last_live_row(colB, rows_b);
+            prev_slot = slot_b;
+            prev_hi = live_b;
+            ++j;
+            finish_column(j, colB, sB, live_b);
+        }
+    }
+};
+constexpr bool kFloatLockstep = true;
+#else
+struct LockstepFloat::Impl {};  // not built (see mdtw_sweeps.hpp)
+constexpr bool kFloatLockstep = false;
+#endif
+
+bool LockstepFloat::built() { return kFloatLockstep; }
+
+LockstepFloat::LockstepFloat(std::size_t window, std::span<const std::vector<double>> references) {
+    // As WavefrontFloat: values far from overflow, columns below 2^24 (the starts are floats).
+    usable_ = kFloatLockstep && references[0].size() < (std::size_t{1} << 24);
+    for (const auto& r : references) {
+        for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
+    }
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    if (usable_) impl_ = std::make_unique<Impl>(window, references);
+#else
+    (void)window;
+#endif
+}
+
+LockstepFloat::~LockstepFloat() = default;
+
+std::uint64_t LockstepFloat::cells() const {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    if (impl_) return impl_->cells;
+#endif
+    return 0;
+}
+
+void LockstepFloat::sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out) {
+#if defined(__AVX2__) && !defined(__AVX512F__)
+    impl_->sweep(windows, bound, tie, out);
+#else
+    (void)windows, (void)bound, (void)tie, (void)out;
+    throw std::logic_error("the float lockstep sweep is not built (it needs AVX2 without AVX-512)");
+#endif
 }
 
 SegmentRecursion::SegmentRecursion(std::size_t window, std::span<const std::vector<double>> references,

@@ -159,6 +159,28 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The lockstep sweep in float lanes (8 joints per AVX2 vector instead of 4 doubles), under the same
+// rules as WavefrontFloat: pruning over bound + E, the least start within `tie` of the minimum per
+// cell, and every end within `tie` of the best, per joint. Built where the build has AVX2 but not
+// AVX-512: with AVX-512 eight double lanes already fill one vector, so floats would not halve the
+// vector operations (not measured there).
+class LockstepFloat {
+public:
+    static bool built();
+    LockstepFloat(std::size_t window, std::span<const std::vector<double>> references);
+    ~LockstepFloat();
+    bool usable() const { return usable_; }  // built, and the references fit floats
+    // bound[j] < 0: joint j is not swept. `tie`: per joint, 2E.
+    void sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out);
+    std::uint64_t cells() const;
+
+    struct Impl;
+
+private:
+    bool usable_ = false;
+    std::unique_ptr<Impl> impl_;
+};
+
 // Step 3's values: the published recursion (8)-(11) over each joint's matched segment [start, end]
 // only (a segment's first column has no left neighbour), every cell, up to eight joints side by
 // side in the lanes (lane k's column x is reference column start_k + x). Every cell of an optimal

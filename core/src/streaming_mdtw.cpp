@@ -74,6 +74,7 @@ StreamingMdtw::StreamingMdtw(std::size_t window, std::span<const std::vector<dou
     segments_ = std::make_unique<sweeps::SegmentRecursion>(m_, references_, std::min(n_, 4 * m_));
     wavefront_ = std::make_unique<sweeps::Wavefront>(m_, references_);
     wavefront_float_ = std::make_unique<sweeps::WavefrontFloat>(m_, references_);
+    lockstep_float_ = std::make_unique<sweeps::LockstepFloat>(m_, references_);
     bounds_.resize(joints_);
     found_.resize(joints_);
     settled_.assign(joints_, false);
@@ -102,10 +103,12 @@ void StreamingMdtw::set_kernel(SweepKernel kernel) {
 }
 
 std::uint64_t StreamingMdtw::cells() const {
-    return lockstep_->cells() + wavefront_->cells() + wavefront_float_->cells();
+    return lockstep_->cells() + wavefront_->cells() + wavefront_float_->cells() + lockstep_float_->cells();
 }
 
 bool StreamingMdtw::float_sweep_built() { return sweeps::WavefrontFloat::built(); }
+
+bool StreamingMdtw::float_lockstep_built() { return sweeps::LockstepFloat::built(); }
 
 double StreamingMdtw::float_error_bound(std::size_t window, double max_abs_a, double max_abs_b, double bound) {
     // Unit roundoffs of float and double.
@@ -123,16 +126,18 @@ double StreamingMdtw::float_error_bound(std::size_t window, double max_abs_a, do
 
 void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_first) {
     SweepKernel used = next_;
+    const bool lockstep = used == SweepKernel::Lockstep || used == SweepKernel::LockstepFloat;
     const std::uint64_t before = cells();
     std::fill(settled_.begin(), settled_.end(), false);
-    if (used == SweepKernel::Lockstep) {
-        lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
-    } else if (!stop_at_first && wavefront_float_->usable() &&
-               (kernel_ == SweepKernel::WavefrontFloat ||
-                (kernel_ == SweepKernel::Auto && used == SweepKernel::Wavefront && float_pause_ == 0))) {
+    // The float form of the chosen sweep where it is built and the references fit floats: forced,
+    // or Auto outside a pause; never for an early exit.
+    const bool float_usable = lockstep ? lockstep_float_->usable() : wavefront_float_->usable();
+    const bool want_float = kernel_ == SweepKernel::WavefrontFloat || kernel_ == SweepKernel::LockstepFloat ||
+                            (kernel_ == SweepKernel::Auto && float_pause_ == 0);
+    if (!stop_at_first && float_usable && want_float) {
         const std::uint64_t fallbacks = float_fallbacks_;
-        run_float_sweep(windows);
-        used = SweepKernel::WavefrontFloat;
+        run_float_sweep(windows, lockstep);
+        used = lockstep ? SweepKernel::LockstepFloat : SweepKernel::WavefrontFloat;
         // Windows whose ends tie within the float error (flat stretches of quantised readings)
         // send their joints to the exact sweep, which then costs more than it alone would: after a
         // sample where more than a quarter of the joints went there, Auto sweeps in doubles for a
@@ -142,10 +147,14 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
             ++float_pauses_;
         }
     } else {
-        // Forced float but not usable (not built, or the references do not fit floats): doubles.
-        if (used == SweepKernel::WavefrontFloat) used = SweepKernel::Wavefront;
+        // Doubles: chosen, in a pause, an early exit, or a float sweep not usable here.
         if (!stop_at_first && float_pause_ > 0) --float_pause_;
-        wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+        used = lockstep ? SweepKernel::Lockstep : SweepKernel::Wavefront;
+        if (lockstep) {
+            lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+        } else {
+            wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+        }
     }
     // An early exit (exists_within) is not a match: it neither counts as the last match's sweep nor
     // says much about the next sample's work.
@@ -163,11 +172,11 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
     // the choice does not flip at every sample.
     const double full = static_cast<double>(joints_) * static_cast<double>(m_) * static_cast<double>(n_);
     const double work = static_cast<double>(cells() - before) / full;
-    if (used != SweepKernel::Lockstep && work > kToLockstep) next_ = SweepKernel::Lockstep;
-    if (used == SweepKernel::Lockstep && work < kToWavefront) next_ = SweepKernel::Wavefront;
+    if (!lockstep && work > kToLockstep) next_ = SweepKernel::Lockstep;
+    if (lockstep && work < kToWavefront) next_ = SweepKernel::Wavefront;
 }
 
-void StreamingMdtw::run_float_sweep(std::span<const double> windows) {
+void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockstep) {
     // The float sweep keeps every cell whose double value is <= UB (its bound is UB + E) and
     // reports the ends that can be the optimum. A joint without a finite bound (a stream's first
     // sample) has no E and goes to the exact sweep at once.
@@ -185,7 +194,8 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows) {
         ties_[joint] = 2.0 * e;
         any = true;
     }
-    if (any) wavefront_float_->sweep(windows, float_bounds_.data(), ties_.data(), candidates_.data());
+    if (any && lockstep) lockstep_float_->sweep(windows, float_bounds_.data(), ties_.data(), candidates_.data());
+    if (any && !lockstep) wavefront_float_->sweep(windows, float_bounds_.data(), ties_.data(), candidates_.data());
     // Settled: the candidate ends and the least start fit the segment recursion of step 3, which
     // then finds the exact optimum among them. Otherwise the exact sweep, with the bound the float
     // one proved (the best float end is within E of its double value).
@@ -212,7 +222,8 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows) {
         if (std::isfinite(c.best)) bounds_[joint] = std::min(bounds_[joint], c.best + e);
         exact = true;
     }
-    if (exact) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
+    if (exact && lockstep) lockstep_->sweep(windows, bounds_.data(), false, found_.data());
+    if (exact && !lockstep) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
 }
 
 double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const double> a) const {

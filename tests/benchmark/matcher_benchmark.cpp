@@ -5,9 +5,11 @@
 // (mismatches must be 0). The streaming matcher runs over the whole stream first, the published
 // algorithm afterwards on the kept windows of the first samples.
 //
-//   warpguard-bench-matcher [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]
+//   warpguard-bench-matcher [--quick] [--twice] [--json FILE] [--m M] [--n N]
+//                           [--kernel auto|lockstep|wavefront|float|lockstep-float]
 //   (--m/--n: only that size; --kernel: force one of the streaming matcher's sweeps; `float` is the
-//   wavefront in float lanes, which `auto` takes where it would take the wavefront, when built;
+//   wavefront in float lanes, `lockstep-float` the lockstep sweep in float lanes, which `auto` takes
+//   where it would take the double sweep, when built;
 //   --twice: time the streaming pass a second time with a fresh matcher and report how much of the
 //   p99 the same samples repeat)
 #include <algorithm>
@@ -166,6 +168,7 @@ struct Row {
     std::uint64_t cells = 0;  // cells the streaming sweeps computed
     std::size_t lockstep_samples = 0;  // samples the automatic choice swept with the lockstep sweep
     std::size_t float_samples = 0;     // ... with the float wavefront
+    std::size_t float_lockstep_samples = 0;  // ... with the float lockstep sweep
     std::uint64_t float_fallbacks = 0;  // joints the float wavefront handed to the exact sweep
     // --twice: the second streaming pass, the p99 of the faster of a sample's two timings, and how
     // many of the slowest 1 % of the first pass's samples are among the second pass's slowest 1 %.
@@ -217,6 +220,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
             const auto t1 = Clock::now();
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat) ++row.float_samples;
+            if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::LockstepFloat) ++row.float_lockstep_samples;
             if (i < m) continue;  // the window has not filled with real samples yet
             times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
             if (keep && kept.size() < published_samples) {
@@ -315,12 +319,14 @@ int main(int argc, char** argv) {
                 kernel = StreamingMdtw::SweepKernel::Wavefront;
             } else if (k == "float") {
                 kernel = StreamingMdtw::SweepKernel::WavefrontFloat;
+            } else if (k == "lockstep-float") {
+                kernel = StreamingMdtw::SweepKernel::LockstepFloat;
             } else {
-                std::fprintf(stderr, "--kernel must be auto, lockstep, wavefront or float, got '%s'\n", k.c_str());
+                std::fprintf(stderr, "--kernel must be auto, lockstep, wavefront, float or lockstep-float, got '%s'\n", k.c_str());
                 return 2;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float]\n",
+            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float|lockstep-float]\n",
                          argv[0]);
             return 2;
         }
@@ -358,6 +364,7 @@ int main(int argc, char** argv) {
                                 {"streaming_cells_per_sample", static_cast<double>(r.cells) / static_cast<double>(r.streaming.samples + m)},
                                 {"lockstep_samples", r.lockstep_samples},
                                 {"float_samples", r.float_samples},
+                                {"float_lockstep_samples", r.float_lockstep_samples},
                                 {"float_fallbacks", r.float_fallbacks}});
                 if (twice) {
                     rows.back()["again"] = {{"mean_us", r.again.mean_us}, {"p99_us", r.again.p99_us}, {"max_us", r.again.max_us}};

@@ -60,7 +60,7 @@ struct Counts {
     std::uint64_t cells = 0;        // cells the sweeps computed
     std::uint64_t full_cells = 0;   // cells of the published algorithm's matrices
     std::size_t jumps = 0;  // the optimal end moved by more than m reference samples between samples
-    std::size_t lockstep = 0, wavefront = 0, wavefront_float = 0;  // samples swept by each kernel
+    std::size_t lockstep = 0, wavefront = 0, wavefront_float = 0, lockstep_float = 0;  // samples swept by each kernel
     std::uint64_t float_fallbacks = 0;  // joints the float sweep handed to the exact one
     std::uint64_t float_pauses = 0;     // Auto: times it swept in doubles for a while after many fallbacks
 };
@@ -69,6 +69,7 @@ std::size_t& samples_of(Counts& counts, StreamingMdtw::SweepKernel kernel) {
     switch (kernel) {
         case StreamingMdtw::SweepKernel::Lockstep: return counts.lockstep;
         case StreamingMdtw::SweepKernel::WavefrontFloat: return counts.wavefront_float;
+        case StreamingMdtw::SweepKernel::LockstepFloat: return counts.lockstep_float;
         default: return counts.wavefront;
     }
 }
@@ -160,15 +161,20 @@ TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ r
     CHECK(counts.jumps >= 20);  // the periodic streams really made the optimum jump between cycles
     // The automatic choice used both sweeps (the quantised and plateaued windows keep most cells alive).
     INFO("samples swept: lockstep " << counts.lockstep << ", wavefront " << counts.wavefront << ", float wavefront "
-                                    << counts.wavefront_float << "; float fallbacks " << counts.float_fallbacks);
-    CHECK(counts.lockstep >= 100);
+                                    << counts.wavefront_float << ", float lockstep " << counts.lockstep_float
+                                    << "; float fallbacks " << counts.float_fallbacks);
+    CHECK(counts.lockstep + counts.lockstep_float >= 100);
+    if (!StreamingMdtw::float_lockstep_built()) CHECK(counts.lockstep_float == 0u);
     if (StreamingMdtw::float_sweep_built()) {
-        // Auto takes the float wavefront where it would take the double one, except for a while
-        // after a sample whose ties sent many joints to the exact sweep: every double wavefront
-        // sample lies in such a pause, and each pause followed at least one fallback.
+        // Auto takes the float form of a sweep where it would take the double one, except for a
+        // while after a sample whose ties sent many joints to the exact sweep: every double sample
+        // of a sweep that has a float form lies in such a pause, and each pause followed at least
+        // one fallback.
+        const std::size_t doubles = counts.wavefront + (StreamingMdtw::float_lockstep_built() ? counts.lockstep : 0u);
         INFO("float pauses " << counts.float_pauses);
         CHECK(counts.wavefront_float >= 100);
-        CHECK(counts.wavefront <= counts.float_pauses * StreamingMdtw::float_pause_samples());
+        if (StreamingMdtw::float_lockstep_built()) CHECK(counts.lockstep_float >= 100);
+        CHECK(doubles <= counts.float_pauses * StreamingMdtw::float_pause_samples());
         CHECK(counts.float_pauses <= counts.float_fallbacks);
     } else {
         CHECK(counts.wavefront >= 100);
@@ -191,15 +197,16 @@ TEST_CASE("each sweep alone returns exactly the published mDTW", "[streaming]") 
         {Shape::Periodic, 4, 9, 9, 40, 2.0, 0.01, true},
         {Shape::Plateaus, 2, 12, 70, 40, 1.0, 0.0, true},     // one value-range chunk and a bit
     };
-    for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront, Kernel::WavefrontFloat}) {
+    for (const Kernel kernel : {Kernel::Lockstep, Kernel::Wavefront, Kernel::WavefrontFloat, Kernel::LockstepFloat}) {
         if (kernel == Kernel::WavefrontFloat && !StreamingMdtw::float_sweep_built()) continue;
+        if (kernel == Kernel::LockstepFloat && !StreamingMdtw::float_lockstep_built()) continue;
         Counts counts;
         std::uint64_t seed = 2000;
         for (const auto& sc : scenarios) run(sc, seed++, counts, kernel);
         INFO(static_cast<int>(kernel) << ": windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
         CHECK(counts.windows == 150 * 6 + 120 * 5 + 100 * 7 + 100 * 6 + 200 + 100 * 9 + 40 * (3 + 2 + 4 + 2));
         CHECK(samples_of(counts, kernel) == 150 + 120 + 100 + 100 + 200 + 100 + 4 * 40);
-        if (kernel == Kernel::WavefrontFloat) {
+        if (kernel == Kernel::WavefrontFloat || kernel == Kernel::LockstepFloat) {
             // The float sweep settles most joints itself; the exact sweep takes the rest.
             CHECK(counts.float_fallbacks * 10 < counts.windows);
         }
@@ -324,14 +331,18 @@ TEST_CASE("the float sweep stays exact where float roundings are as large as the
         {Shape::Periodic, 4, 24, 900, 200, 5.0, 0.0, true, -2000.0},
         {Shape::Quantised, 3, 16, 400, 200, 2.0, 0.0, false, 2000.0},
     };
-    Counts counts;
-    std::uint64_t seed = 3000;
-    for (const auto& sc : scenarios) run(sc, seed++, counts, Kernel::WavefrontFloat);
-    INFO("windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
-    CHECK(counts.windows == 200 * 6 + 200 * 4 + 200 * 3);
-    // Without AVX-512 the forced float sweep is the double wavefront; the results above were
-    // checked against the oracle either way.
-    CHECK(counts.wavefront_float == (StreamingMdtw::float_sweep_built() ? 600u : 0u));
+    for (const Kernel kernel : {Kernel::WavefrontFloat, Kernel::LockstepFloat}) {
+        Counts counts;
+        std::uint64_t seed = 3000;
+        for (const auto& sc : scenarios) run(sc, seed++, counts, kernel);
+        INFO(static_cast<int>(kernel) << ": windows " << counts.windows << ", float fallbacks " << counts.float_fallbacks);
+        CHECK(counts.windows == 200 * 6 + 200 * 4 + 200 * 3);
+        // Where a float sweep is not built, forcing it sweeps in doubles; the results above were
+        // checked against the oracle either way.
+        const bool built = kernel == Kernel::WavefrontFloat ? StreamingMdtw::float_sweep_built()
+                                                            : StreamingMdtw::float_lockstep_built();
+        CHECK(samples_of(counts, kernel) == (built ? 600u : 0u));
+    }
     // Float values: every one within E of the double one, and E is small against the optimum here.
     const double e = StreamingMdtw::float_error_bound(32, 2010.0, 2010.0, 5.0);
     CHECK(e > 0.0);

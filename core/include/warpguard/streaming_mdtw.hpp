@@ -54,6 +54,7 @@ class Lockstep;
 class SegmentRecursion;
 class Wavefront;
 class WavefrontFloat;
+class LockstepFloat;
 struct Found;
 struct Candidates;
 }  // namespace sweeps
@@ -87,10 +88,11 @@ public:
     std::uint64_t cells() const;
 
     // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work,
-    // and takes the wavefront in float lanes where it is built (AVX2, AVX-512) and the sample has a bound;
-    // the others force one, for tests and benchmarks (WavefrontFloat still sweeps a stream's first
-    // sample, which has no bound, in doubles). Results are identical either way.
-    enum class SweepKernel { Auto, Lockstep, Wavefront, WavefrontFloat };
+    // and takes the chosen sweep in float lanes where that is built (the wavefront with AVX2 or
+    // AVX-512, the lockstep sweep with AVX2 but not AVX-512) and the sample has a bound; the others
+    // force one, for tests and benchmarks (the float ones still sweep a stream's first sample, which
+    // has no bound, in doubles). Results are identical either way.
+    enum class SweepKernel { Auto, Lockstep, Wavefront, WavefrontFloat, LockstepFloat };
     void set_kernel(SweepKernel kernel);
     SweepKernel last_kernel() const { return last_; }  // the sweep the last match() used
     // Joints the float sweep handed to the exact double sweep so far (an end too uncertain or a
@@ -102,6 +104,8 @@ public:
     static constexpr std::size_t float_pause_samples() { return kFloatPause; }
     // Whether this build has the float sweep (it needs AVX2 or AVX-512 on the build host).
     static bool float_sweep_built();
+    // Whether this build has the lockstep sweep in float lanes (AVX2 without AVX-512).
+    static bool float_lockstep_built();
 
     // E: a bound on |float value - double value| of every cell the float sweep must keep, for a
     // window whose values are at most max_abs_a and a reference at most max_abs_b in magnitude,
@@ -123,7 +127,7 @@ private:
     void run_sweep(std::span<const double> windows, bool stop_at_first);
     // Step 2 in float lanes: joints it settles keep their clusters of candidate ends in
     // candidates_; the rest are swept exactly.
-    void run_float_sweep(std::span<const double> windows);
+    void run_float_sweep(std::span<const double> windows, bool lockstep);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
@@ -138,6 +142,7 @@ private:
     std::unique_ptr<sweeps::Lockstep> lockstep_;
     std::unique_ptr<sweeps::Wavefront> wavefront_;
     std::unique_ptr<sweeps::WavefrontFloat> wavefront_float_;
+    std::unique_ptr<sweeps::LockstepFloat> lockstep_float_;
     std::unique_ptr<sweeps::SegmentRecursion> segments_;
     SweepKernel kernel_ = SweepKernel::Auto;
     SweepKernel next_ = SweepKernel::Wavefront;
