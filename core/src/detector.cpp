@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kinematic_nearest.hpp"
 #include "warpguard/dynamics.hpp"
 #include "warpguard/lever_length.hpp"
 
@@ -136,7 +137,11 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         velocity_scale_[j] = std::max(v, kCoulombVelocity);
     }
-    kinematic_distance_.assign(profile_.reference.size(), 0.0);
+    nearest_qr_.assign(profile_.joints, nullptr);
+    nearest_vr_.assign(profile_.joints, nullptr);
+    nearest_q_.assign(profile_.joints, 0.0);
+    nearest_v_.assign(profile_.joints, 0.0);
+    nearest_inv_.assign(profile_.joints, 0.0);
     {
         std::vector<double> dt;
         for (std::size_t k = 1; k < profile_.reference.size(); ++k) dt.push_back(profile_.reference.t[k] - profile_.reference.t[k - 1]);
@@ -594,18 +599,17 @@ Decision Detector::update(const Sample& sample) {
     };
     // Over the whole reference, the sample whose joint angles and velocities (at the current speed
     // ratio, in angle per reference sample) are nearest the sample's.
+    // (In vector lanes, detail::kinematic_nearest: the same sums in the same order.)
     const auto consider_kinematic_nearest = [&] {
-        std::fill(kinematic_distance_.begin(), kinematic_distance_.end(), 0.0);
-        double* dist = kinematic_distance_.data();
         for (std::size_t j = 0; j < n; ++j) {
-            const double* qr = profile_.reference.q[j].data();
-            const double* vr = reference_velocity_[j].data();
-            const double inv = 1.0 / angle_scale_[j];
-            const double qj = sample.q[j], vj = velocity_[j] * reference_dt_, vs = speed_ratio_ * reference_dt_;
-            for (std::size_t k = 0; k < n_ref; ++k) dist[k] += (std::abs(qj - qr[k]) + std::abs(vj - vs * vr[k])) * inv;
+            nearest_qr_[j] = profile_.reference.q[j].data();
+            nearest_vr_[j] = reference_velocity_[j].data();
+            nearest_inv_[j] = 1.0 / angle_scale_[j];
+            nearest_q_[j] = sample.q[j];
+            nearest_v_[j] = velocity_[j] * reference_dt_;
         }
-        consider_candidate(static_cast<std::size_t>(std::min_element(kinematic_distance_.begin(), kinematic_distance_.end()) -
-                                                    kinematic_distance_.begin()));
+        consider_candidate(detail::kinematic_nearest(n, n_ref, nearest_qr_.data(), nearest_vr_.data(), nearest_q_.data(),
+                                                     nearest_v_.data(), nearest_inv_.data(), speed_ratio_ * reference_dt_));
     };
     const bool stream_moved = std::any_of(moved_.begin(), moved_.end(), [](std::uint8_t moved) { return moved != 0; });
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);

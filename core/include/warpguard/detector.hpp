@@ -279,10 +279,12 @@ private:
     // The weight the start value 1 still has in speed_ratio_ (the product of (1 - gain x weight)
     // over its updates): 1 at the start of a stream, falling as the estimate converges.
     double speed_prior_weight_ = 1.0;
-    // The reference's median sample spacing (s), and per reference sample the kinematic distance
-    // of the newest sample (scratch of update(): the whole-reference partner candidate).
+    // The reference's median sample spacing (s), and per joint the inputs of the search for the
+    // kinematically nearest reference sample (scratch of update(): the whole-reference partner
+    // candidate; reference angles and velocities, the sample's, the angle scale's inverse).
     double reference_dt_ = 1.0;
-    std::vector<double> kinematic_distance_;
+    std::vector<const double*> nearest_qr_, nearest_vr_;
+    std::vector<double> nearest_q_, nearest_v_, nearest_inv_;
     static constexpr double kSpeedSettled = 3.0;
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
