@@ -185,38 +185,44 @@ inline Step cell_step(const Lanes& cost, const Lanes& diag, const Lanes& sdiag, 
     return {cost + best, select(diag == best, sdiag, s1)};
 }
 
-}  // namespace
+inline Lanes broadcast_like(const Lanes&, double x) { return broadcast(x); }
 
-void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
-                           std::size_t* best_end, std::size_t* best_start) {
-    const Lanes inf = broadcast(kInf);
-    const Lanes a0 = a[0], a1 = a[1];
-    const Lanes* ref = g.reference.get();
-    Lanes best = inf;
-    Lanes best_s = broadcast(0.0);
+// The column loop of both lockstep sweeps, for lanes L (doubles, or floats in LockstepFloat):
+// every cell of a column whose value can be <= `ub` (per lane; `finish` may lower it), the path
+// starts carried by `cell` (a CellStep: value and start from the cost and the three predecessors),
+// and each finished column handed to `finish(j, column, starts, last live row)`, which returns
+// true to end the sweep (early exit). Three column slots of m cells rotate in `columns`/`starts`.
+//
+// Cells over UB keep their computed value instead of being set to infinity: that keeps the
+// compare off the row-to-row dependency chain. A value computed from a subset of the
+// predecessors is never below the true one, and every cell whose true value is <= UB has its
+// best predecessor computed, so kept cells <= UB are exact and cells over UB never win (nor
+// tie with a cell of an optimal path, so the carried starts of those cells are exact too).
+template <class L, class CellStep, class Finish>
+void sweep_columns(std::size_t m, std::size_t n, std::size_t lanes, const L* ref, const L* a, const L& ub, L* columns,
+                   L* starts, std::uint64_t& cells, const CellStep& cell, const Finish& finish) {
+    const L inf = broadcast_like(a[0], kInf);
+    const L a0 = a[0], a1 = a[1];
     long prev_hi = -1;  // last live row (some lane <= UB) of the previous column, -1 if none
     std::size_t prev_slot = 0;
-    std::size_t open_lanes = 0;
-    for (std::size_t k = 0; k < kLanes; ++k) open_lanes += ub[k] >= 0.0;
-    auto values = [&](std::size_t slot) { return columns_.get() + slot * m_; };
-    auto starts = [&](std::size_t slot) { return starts_.get() + slot * m_; };
-
+    auto values = [&](std::size_t slot) { return columns + slot * m; };
+    auto starts_of = [&](std::size_t slot) { return starts + slot * m; };
     // Rule (8) (or (9) in the last column): the first row, where every column may begin a match.
     auto first_row_at = [&](std::size_t j) {
-        const Lanes bj = ref[j];
-        if (j + 1 < n_) {
-            const Lanes bj1 = ref[j + 1];
+        const L bj = ref[j];
+        if (j + 1 < n) {
+            const L bj1 = ref[j + 1];
             return abs_lanes(a0 - bj) + min_lanes(min_lanes(abs_lanes(a1 - bj1), abs_lanes(a1 - bj)), abs_lanes(a0 - bj1));
         }
         return abs_lanes(a0 - bj) + abs_lanes(a1 - bj);
     };
     // Below the rows it shares with its left neighbour a column can only grow its vertical chain
     // (10)/(11) with one predecessor; it goes on while that chain is <= UB. Returns rows computed.
-    auto vertical_tail = [&](Lanes* col, Lanes* col_s, std::size_t i, const Lanes& bj) {
-        Lanes up = col[i - 1];
-        const Lanes s = col_s[i - 1];
+    auto vertical_tail = [&](L* col, L* col_s, std::size_t i, const L& bj) {
+        L up = col[i - 1];
+        const L s = col_s[i - 1];
         if (!any(up <= ub)) return i;
-        for (; i < m_; ++i) {
+        for (; i < m; ++i) {
             up = abs_lanes(a[i] - bj) + up;
             col[i] = up;
             col_s[i] = s;
@@ -224,11 +230,90 @@ void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_a
         }
         return i;
     };
-    auto last_live_row = [&](const Lanes* col, std::size_t rows) {
+    auto last_live_row = [&](const L* col, std::size_t rows) {
         long r = static_cast<long>(rows) - 1;
         while (r >= 0 && !any(col[r] <= ub)) --r;
         return r;
     };
+    for (std::size_t j = 0; j < n; ++j) {
+        if (prev_hi < 0 && !any(abs_lanes(a0 - ref[j]) <= ub)) continue;  // (8) >= |a0 - bj| > UB
+        const L d0 = first_row_at(j);
+        if (prev_hi < 0 && !any(d0 <= ub)) continue;
+        const L* prev = values(prev_slot);
+        const L* prev_s = starts_of(prev_slot);
+        const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
+
+        // Column A = j and, fused in the same loop, column B = j + 1: B's row i needs A's rows i-1
+        // and i, so the two dependency chains run side by side.
+        const bool pair = j + 1 < n;
+        const L bA = ref[j];
+        const L bB = pair ? ref[j + 1] : inf;
+        L* colA = values(slot_a);
+        L* sA = starts_of(slot_a);
+        L* colB = values(slot_b);
+        L* sB = starts_of(slot_b);
+        colA[0] = d0;
+        sA[0] = broadcast_like(d0, static_cast<double>(j));
+        auto upA = cell.first(d0, sA[0]);
+        auto upB = cell.first(pair ? first_row_at(j + 1) : inf, broadcast_like(d0, static_cast<double>(j + 1)));
+        colB[0] = upB.value;
+        sB[0] = upB.start;
+        const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m);
+        std::size_t i = 1;
+        for (; i < reach; ++i) {
+            const L left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
+            const auto diagB = upA;
+            upA = cell(abs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left, prev_s[i]);  // (10)/(11)
+            colA[i] = upA.value;
+            sA[i] = upA.start;
+            upB = cell(abs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value, upA.start);
+            colB[i] = upB.value;
+            sB[i] = upB.start;
+        }
+        const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
+        cells += rows_a * lanes;
+        const long live_a = last_live_row(colA, rows_a);
+        prev_slot = slot_a;
+        prev_hi = live_a;
+        if (finish(j, colA, sA, live_a)) return;
+        if (!pair) continue;
+
+        // Column B: rows beside A's computed rows, then its own vertical chain.
+        const bool b_needed = live_a >= 0 || any(colB[0] <= ub);
+        if (!b_needed) continue;
+        for (i = reach; i <= rows_a && i < m; ++i) {
+            const L left = i < rows_a ? colA[i] : inf;
+            upB = cell(abs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i]);
+            colB[i] = upB.value;
+            sB[i] = upB.start;
+        }
+        const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
+        cells += rows_b * lanes;
+        const long live_b = last_live_row(colB, rows_b);
+        prev_slot = slot_b;
+        prev_hi = live_b;
+        ++j;
+        if (finish(j, colB, sB, live_b)) return;
+    }
+}
+
+// Lockstep's cell: exact, with back_step's tie-breaking.
+struct ExactCell {
+    Step first(const Lanes& value, const Lanes& start) const { return {value, start}; }
+    Step operator()(const Lanes& cost, const Lanes& diag, const Lanes& sdiag, const Lanes& up, const Lanes& sup,
+                    const Lanes& left, const Lanes& sleft) const {
+        return cell_step(cost, diag, sdiag, up, sup, left, sleft);
+    }
+};
+
+}  // namespace
+
+void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_at_first, double* best_cost,
+                           std::size_t* best_end, std::size_t* best_start) {
+    Lanes best = broadcast(kInf);
+    Lanes best_s = broadcast(0.0);
+    std::size_t open_lanes = 0;
+    for (std::size_t k = 0; k < kLanes; ++k) open_lanes += ub[k] >= 0.0;
     // Registers a finished column's end candidate. Returns true when every lane is answered
     // (early-exit mode).
     auto finish_column = [&](std::size_t j, const Lanes* col, const Lanes* col_s, long last_live) {
@@ -252,74 +337,8 @@ void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_a
         }
         return open_lanes == 0;
     };
-
-    // Cells over UB keep their computed value instead of being set to infinity: that keeps the
-    // compare off the row-to-row dependency chain. A value computed from a subset of the
-    // predecessors is never below the true one, and every cell whose true value is <= UB has its
-    // best predecessor computed, so kept cells <= UB are exact and cells over UB never win (nor
-    // tie with a cell of an optimal path, so the carried starts of those cells are exact too).
-    // Only the previous column is needed: three column slots rotate (the previous one, A and B).
-    for (std::size_t j = 0; j < n_; ++j) {
-        if (prev_hi < 0 && !any(abs_lanes(a0 - ref[j]) <= ub)) continue;  // (8) >= |a1 - bj| > UB
-        const Lanes d0 = first_row_at(j);
-        if (prev_hi < 0 && !any(d0 <= ub)) continue;
-        const Lanes* prev = values(prev_slot);
-        const Lanes* prev_s = starts(prev_slot);
-        const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
-
-        // Column A = j and, fused in the same loop, column B = j + 1: B's row i needs A's rows i-1
-        // and i, so the two dependency chains run side by side.
-        const bool pair = j + 1 < n_;
-        const Lanes bA = ref[j];
-        const Lanes bB = pair ? ref[j + 1] : inf;
-        Lanes* colA = values(slot_a);
-        Lanes* sA = starts(slot_a);
-        Lanes* colB = values(slot_b);
-        Lanes* sB = starts(slot_b);
-        colA[0] = d0;
-        sA[0] = broadcast(static_cast<double>(j));
-        Step upA{d0, sA[0]};
-        Step upB{pair ? first_row_at(j + 1) : inf, broadcast(static_cast<double>(j + 1))};
-        colB[0] = upB.value;
-        sB[0] = upB.start;
-        const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m_);
-        std::size_t i = 1;
-        for (; i < reach; ++i) {
-            const Lanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
-            const Step diagB = upA;
-            upA = cell_step(abs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left,
-                            prev_s[i]);  // (10)/(11)
-            colA[i] = upA.value;
-            sA[i] = upA.start;
-            upB = cell_step(abs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value, upA.start);
-            colB[i] = upB.value;
-            sB[i] = upB.start;
-        }
-        const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
-        cells_ += rows_a * g.lanes;
-        const long live_a = last_live_row(colA, rows_a);
-        prev_slot = slot_a;
-        prev_hi = live_a;
-        if (finish_column(j, colA, sA, live_a)) break;
-        if (!pair) continue;
-
-        // Column B: rows beside A's computed rows, then its own vertical chain.
-        const bool b_needed = live_a >= 0 || any(colB[0] <= ub);
-        if (!b_needed) continue;
-        for (i = reach; i <= rows_a && i < m_; ++i) {
-            const Lanes left = i < rows_a ? colA[i] : inf;
-            upB = cell_step(abs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i]);
-            colB[i] = upB.value;
-            sB[i] = upB.start;
-        }
-        const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
-        cells_ += rows_b * g.lanes;
-        const long live_b = last_live_row(colB, rows_b);
-        prev_slot = slot_b;
-        prev_hi = live_b;
-        ++j;
-        if (finish_column(j, colB, sB, live_b)) break;
-    }
+    sweep_columns(m_, n_, g.lanes, g.reference.get(), a, ub, columns_.get(), starts_.get(), cells_, ExactCell{},
+                  finish_column);
     for (std::size_t k = 0; k < kLanes; ++k) {
         best_cost[k] = best[k];
         best_start[k] = std::isfinite(best[k]) ? static_cast<std::size_t>(best_s[k]) : 0;
@@ -331,20 +350,25 @@ void Lockstep::sweep_group(const Group& g, const Lanes* a, Lanes ub, bool stop_a
 #if defined(__AVX2__) && !defined(__AVX512F__)
 namespace {
 
-// Eight float lanes in one AVX2 register, one per joint of a group; comparisons give lane masks.
+// Eight float lanes in one AVX2 register, one per joint of a group, with the operations
+// sweep_columns uses under the names the double lanes have; comparisons give lane masks.
 struct FLanes {
     __m256 v;
 };
+struct FMask {
+    __m256 m;
+};
 inline FLanes fbroadcast(float x) { return {_mm256_set1_ps(x)}; }
+inline FLanes broadcast_like(const FLanes&, double x) { return fbroadcast(static_cast<float>(x)); }
 inline FLanes operator+(FLanes a, FLanes b) { return {_mm256_add_ps(a.v, b.v)}; }
 inline FLanes operator-(FLanes a, FLanes b) { return {_mm256_sub_ps(a.v, b.v)}; }
-inline FLanes fabs_lanes(FLanes x) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x.v)}; }
-inline FLanes fmin_lanes(FLanes a, FLanes b) { return {_mm256_min_ps(a.v, b.v)}; }
-inline __m256 fle(FLanes a, FLanes b) { return _mm256_cmp_ps(a.v, b.v, _CMP_LE_OQ); }
-inline bool fany(__m256 m) { return _mm256_movemask_ps(m) != 0; }
-inline FLanes fselect(__m256 m, FLanes yes, FLanes no) { return {_mm256_blendv_ps(no.v, yes.v, m)}; }
+inline FLanes abs_lanes(FLanes x) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x.v)}; }
+inline FLanes min_lanes(FLanes a, FLanes b) { return {_mm256_min_ps(a.v, b.v)}; }
+inline FMask operator<=(FLanes a, FLanes b) { return {_mm256_cmp_ps(a.v, b.v, _CMP_LE_OQ)}; }
+inline bool any(FMask m) { return _mm256_movemask_ps(m.m) != 0; }
+inline FLanes fselect(FMask m, FLanes yes, FLanes no) { return {_mm256_blendv_ps(no.v, yes.v, m.m)}; }
 // min(a, b) where m is set, src elsewhere.
-inline FLanes fmin_where(FLanes src, __m256 m, FLanes a, FLanes b) { return {_mm256_blendv_ps(src.v, _mm256_min_ps(a.v, b.v), m)}; }
+inline FLanes fmin_where(FLanes src, FMask m, FLanes a, FLanes b) { return {_mm256_blendv_ps(src.v, _mm256_min_ps(a.v, b.v), m.m)}; }
 
 // The bound as a float, rounded up (a float bound below the double one would drop cells).
 inline float float_up(double x) {
@@ -360,15 +384,18 @@ struct FStep {
 
 // One cell of rule (11) in floats with the least start over the predecessors within `tie` of the
 // minimum (WavefrontFloat's rule: no larger than the start of the published path from the cell).
-inline FStep fcell_step(FLanes cost, FLanes diag, FLanes sdiag, FLanes up, FLanes sup, FLanes left, FLanes sleft,
-                        FLanes tie, FLanes inf) {
-    const FLanes best = fmin_lanes(fmin_lanes(diag, up), left);
-    const FLanes near = best + tie;
-    FLanes s = fselect(fle(left, near), sleft, inf);
-    s = fmin_where(s, fle(up, near), s, sup);
-    s = fmin_where(s, fle(diag, near), s, sdiag);
-    return {cost + best, s};
-}
+struct FloatCell {
+    FLanes tie, inf;
+    FStep first(FLanes value, FLanes start) const { return {value, start}; }
+    FStep operator()(FLanes cost, FLanes diag, FLanes sdiag, FLanes up, FLanes sup, FLanes left, FLanes sleft) const {
+        const FLanes best = min_lanes(min_lanes(diag, up), left);
+        const FLanes near = best + tie;
+        FLanes s = fselect(left <= near, sleft, inf);
+        s = fmin_where(s, up <= near, s, sup);
+        s = fmin_where(s, diag <= near, s, sdiag);
+        return {cost + best, s};
+    }
+};
 
 }  // namespace
 
@@ -427,53 +454,19 @@ struct LockstepFloat::Impl {
         }
     }
 
-    // As Lockstep::sweep_group (the same column loop, two columns fused), in floats: cells over the
-    // lane's bound keep their values (they never win, and no cell <= the bound depends on them).
+    // Lockstep::sweep_group's column loop (sweep_columns) in floats: cells over the lane's bound
+    // keep their values (they never win, and no cell <= the bound depends on them).
     void sweep_group(const Group& g, float* ubs, const double* bound, __m256 tie_v) {
-        const FLanes inf = fbroadcast(std::numeric_limits<float>::infinity());
-        const FLanes tie{tie_v};
-        const FLanes* a = window.get();
-        const FLanes a0 = a[0], a1 = a[1];
-        const FLanes* ref = g.reference.get();
         FLanes ub{_mm256_load_ps(ubs)};
         double live_bound[kLanes];
         for (std::size_t k = 0; k < kLanes; ++k) live_bound[k] = k < g.lanes ? bound[k] : -1.0;
-        long prev_hi = -1;
-        std::size_t prev_slot = 0;
-        auto values = [&](std::size_t slot) { return columns.get() + slot * m; };
-        auto starts_of = [&](std::size_t slot) { return starts.get() + slot * m; };
-        auto first_row_at = [&](std::size_t j) {
-            const FLanes bj = ref[j];
-            if (j + 1 < n) {
-                const FLanes bj1 = ref[j + 1];
-                return fabs_lanes(a0 - bj) + fmin_lanes(fmin_lanes(fabs_lanes(a1 - bj1), fabs_lanes(a1 - bj)), fabs_lanes(a0 - bj1));
-            }
-            return fabs_lanes(a0 - bj) + fabs_lanes(a1 - bj);
-        };
-        auto vertical_tail = [&](FLanes* col, FLanes* col_s, std::size_t i, FLanes bj) {
-            FLanes up = col[i - 1];
-            const FLanes s = col_s[i - 1];
-            if (!fany(fle(up, ub))) return i;
-            for (; i < m; ++i) {
-                up = fabs_lanes(a[i] - bj) + up;
-                col[i] = up;
-                col_s[i] = s;
-                if (!fany(fle(up, ub))) return i + 1;
-            }
-            return i;
-        };
-        auto last_live_row = [&](const FLanes* col, std::size_t rows) {
-            long r = static_cast<long>(rows) - 1;
-            while (r >= 0 && !fany(fle(col[r], ub))) --r;
-            return r;
-        };
         // A finished column's ends: every live lane's end goes to its joint's candidate list; a new
         // best tightens that lane's bound to best + tie (every end that can be the optimum is
         // within `tie` of it).
         auto finish_column = [&](std::size_t j, const FLanes* col, const FLanes* col_s, long last_live) {
-            if (last_live != static_cast<long>(m) - 1) return;
-            unsigned live = static_cast<unsigned>(_mm256_movemask_ps(fle(col[m - 1], ub)));
-            if (live == 0) return;
+            if (last_live != static_cast<long>(m) - 1) return false;
+            unsigned live = static_cast<unsigned>(_mm256_movemask_ps((col[m - 1] <= ub).m));
+            if (live == 0) return false;
             alignas(32) float v[kLanes], st[kLanes];
             _mm256_store_ps(v, col[m - 1].v);
             _mm256_store_ps(st, col_s[m - 1].v);
@@ -488,65 +481,10 @@ struct LockstepFloat::Impl {
                 }
             }
             if (tightened) ub.v = _mm256_load_ps(ubs);
+            return false;
         };
-
-        for (std::size_t j = 0; j < n; ++j) {
-            if (prev_hi < 0 && !fany(fle(fabs_lanes(a0 - ref[j]), ub))) continue;  // (8) >= |a0 - bj| > bound
-            const FLanes d0 = first_row_at(j);
-            if (prev_hi < 0 && !fany(fle(d0, ub))) continue;
-            const FLanes* prev = values(prev_slot);
-            const FLanes* prev_s = starts_of(prev_slot);
-            const std::size_t slot_a = (prev_slot + 1) % 3, slot_b = (prev_slot + 2) % 3;
-            const bool pair = j + 1 < n;
-            const FLanes bA = ref[j];
-            const FLanes bB = pair ? ref[j + 1] : inf;
-            FLanes* colA = values(slot_a);
-            FLanes* sA = starts_of(slot_a);
-            FLanes* colB = values(slot_b);
-            FLanes* sB = starts_of(slot_b);
-            colA[0] = d0;
-            sA[0] = fbroadcast(static_cast<float>(j));
-            FStep upA{d0, sA[0]};
-            FStep upB{pair ? first_row_at(j + 1) : inf, fbroadcast(static_cast<float>(j + 1))};
-            colB[0] = upB.value;
-            sB[0] = upB.start;
-            const std::size_t reach = std::min<std::size_t>(static_cast<std::size_t>(prev_hi + 2), m);
-            std::size_t i = 1;
-            for (; i < reach; ++i) {
-                const FLanes left = static_cast<long>(i) <= prev_hi ? prev[i] : inf;
-                const FStep diagB = upA;
-                upA = fcell_step(fabs_lanes(a[i] - bA), prev[i - 1], prev_s[i - 1], upA.value, upA.start, left, prev_s[i],
-                                 tie, inf);
-                colA[i] = upA.value;
-                sA[i] = upA.start;
-                upB = fcell_step(fabs_lanes(a[i] - bB), diagB.value, diagB.start, upB.value, upB.start, upA.value,
-                                 upA.start, tie, inf);
-                colB[i] = upB.value;
-                sB[i] = upB.start;
-            }
-            const std::size_t rows_a = i < reach ? i : vertical_tail(colA, sA, i, bA);
-            cells += rows_a * g.lanes;
-            const long live_a = last_live_row(colA, rows_a);
-            prev_slot = slot_a;
-            prev_hi = live_a;
-            finish_column(j, colA, sA, live_a);
-            if (!pair) continue;
-            const bool b_needed = live_a >= 0 || fany(fle(colB[0], ub));
-            if (!b_needed) continue;
-            for (i = reach; i <= rows_a && i < m; ++i) {
-                const FLanes left = i < rows_a ? colA[i] : inf;
-                upB = fcell_step(fabs_lanes(a[i] - bB), colA[i - 1], sA[i - 1], upB.value, upB.start, left, sA[i], tie, inf);
-                colB[i] = upB.value;
-                sB[i] = upB.start;
-            }
-            const std::size_t rows_b = vertical_tail(colB, sB, std::max<std::size_t>(i, 1), bB);
-            cells += rows_b * g.lanes;
-            const long live_b = last_live_row(colB, rows_b);
-            prev_slot = slot_b;
-            prev_hi = live_b;
-            ++j;
-            finish_column(j, colB, sB, live_b);
-        }
+        sweep_columns(m, n, g.lanes, g.reference.get(), window.get(), ub, columns.get(), starts.get(), cells,
+                      FloatCell{{tie_v}, fbroadcast(std::numeric_limits<float>::infinity())}, finish_column);
     }
 };
 constexpr bool kFloatLockstep = true;
