@@ -1,5 +1,6 @@
 // Step 2 of the streaming matcher, for joints whose live cells overlap: up to eight joints share one
-// sweep in the lanes of an 8 x double vector, column by column (two adjacent columns fused).
+// sweep in the lanes of an 8 x double vector, column by column (two adjacent columns fused); with
+// AVX2 but not AVX-512 also in 8 float lanes (LockstepFloat), through the same column loop.
 #include "mdtw_sweeps.hpp"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// The two exact pruned sweeps behind StreamingMdtw (step 2 in streaming_mdtw.hpp), and the float
-// wavefront that narrows their work where the build has AVX-512 (WavefrontFloat, below); internal to core.
+// The two exact pruned sweeps behind StreamingMdtw (step 2 in streaming_mdtw.hpp), and their float
+// forms that narrow the work where the build has the vector units for them (WavefrontFloat with AVX2
+// or AVX-512, LockstepFloat with AVX2 but not AVX-512; below); internal to core.
 //
 // Both return, per joint, exactly the published optimum's cost, its earliest end and the start of
 // the path the published backtracking follows, pruning every cell over the joint's bound (a cell
