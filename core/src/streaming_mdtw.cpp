@@ -327,12 +327,14 @@ void StreamingMdtw::match(std::span<const double> windows) {
                 // The float sweep's candidate ends: the least exact value among them, the earliest
                 // on ties, is the published optimum (each cluster's segment holds the published
                 // path of every candidate end in it, and no end's value there is below its own).
+                // The clusters are disjoint and in order, so the ends come in order: strict '<'
+                // keeps the earliest.
                 double best_value = kInf;
                 std::size_t best_end = 0;
                 for (std::size_t l = c; l < last; ++l) {
                     for (std::size_t x = lane_end_lo[l] - lane_start[l]; x < lane_width[l]; ++x) {
                         const double v = seg.at(m_ - 1, x, l);
-                        if (v < best_value || (v == best_value && lane_start[l] + x < best_end)) {
+                        if (v < best_value) {
                             best_value = v;
                             best_end = lane_start[l] + x;
                             lane = l;
