@@ -43,9 +43,9 @@ struct F64 {
     static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
     static unsigned bits(Mask m) { return m; }
     static Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
-    // [h[W-1], v[0], ..., v[W-2]]: the left neighbour of every lane, lane 0's from h.
-    static Vec shift_in(Vec v, Vec h) {
-        return _mm512_castsi512_pd(_mm512_alignr_epi64(_mm512_castpd_si512(v), _mm512_castpd_si512(h), 7));
+    // [h, v[0], ..., v[W-2]]: the left neighbour of every lane, lane 0's the scalar h.
+    static Vec shift_in(Vec v, T h) {
+        return _mm512_castsi512_pd(_mm512_alignr_epi64(_mm512_castpd_si512(v), _mm512_castpd_si512(broadcast(h)), 7));
     }
     // dst[0] = v[W - 1].
     static void store_last(T* dst, Vec v) { _mm512_mask_storeu_pd(dst - (W - 1), static_cast<__mmask8>(0x80), v); }
@@ -68,8 +68,8 @@ struct F32 {
     static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm512_mask_min_ps(src, m, a, b); }
     static unsigned bits(Mask m) { return m; }
     static Mask lane_mask(std::size_t k) { return static_cast<Mask>(1u << k); }
-    static Vec shift_in(Vec v, Vec h) {
-        return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_castps_si512(h), 15));
+    static Vec shift_in(Vec v, T h) {
+        return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_castps_si512(broadcast(h)), 15));
     }
     static void store_last(T* dst, Vec v) { _mm512_mask_storeu_ps(dst - (W - 1), static_cast<__mmask16>(0x8000), v); }
 };
@@ -91,14 +91,15 @@ struct F64 {
     static Mask eq(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
     static unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
+    // Compared in registers: a mask written to the stack and loaded back as a vector cannot be
+    // forwarded from the store, and the first W steps of every block waited on it.
     static Mask lane_mask(std::size_t k) {
-        const long long x[4] = {k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
-        return _mm256_castsi256_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+        const __m256i lanes = _mm256_setr_epi64x(0, 1, 2, 3);
+        return _mm256_castsi256_pd(_mm256_cmpeq_epi64(lanes, _mm256_set1_epi64x(static_cast<long long>(k))));
     }
-    static Vec shift_in(Vec v, Vec h) {
+    static Vec shift_in(Vec v, T h) {
         const Vec vr = _mm256_permute4x64_pd(v, _MM_SHUFFLE(2, 1, 0, 3));  // [v3, v0, v1, v2]
-        const Vec hr = _mm256_permute4x64_pd(h, _MM_SHUFFLE(2, 1, 0, 3));  // [h3, h0, h1, h2]
-        return _mm256_blend_pd(vr, hr, 0b0001);
+        return _mm256_blend_pd(vr, broadcast(h), 0b0001);
     }
     static void store_last(T* dst, Vec v) { _mm_storeh_pd(dst, _mm256_extractf128_pd(v, 1)); }
 };
@@ -119,15 +120,14 @@ struct F32 {
     static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_ps(no, yes, m); }
     static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm256_blendv_ps(src, _mm256_min_ps(a, b), m); }
     static unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_ps(m)); }
-    static Mask lane_mask(std::size_t k) {
-        int x[8] = {};
-        x[k] = -1;
-        return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+    static Mask lane_mask(std::size_t k) {  // in registers, as F64's
+        const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        return _mm256_castsi256_ps(_mm256_cmpeq_epi32(lanes, _mm256_set1_epi32(static_cast<int>(k))));
     }
-    // [h[7], v[0], ..., v[6]]: one permutation across the two halves of each, lane 0 from h.
-    static Vec shift_in(Vec v, Vec h) {
+    // [h, v[0], ..., v[6]]: one permutation across the two halves of v (the scalar needs none).
+    static Vec shift_in(Vec v, T h) {
         const __m256i rotate = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
-        return _mm256_blend_ps(_mm256_permutevar8x32_ps(v, rotate), _mm256_permutevar8x32_ps(h, rotate), 0b00000001);
+        return _mm256_blend_ps(_mm256_permutevar8x32_ps(v, rotate), broadcast(h), 0b00000001);
     }
     static void store_last(T* dst, Vec v) {
         const __m128 high = _mm256_extractf128_ps(v, 1);
@@ -170,7 +170,7 @@ struct F64 {
     static Mask lane_mask(std::size_t k) {
         return Mask{k == 0 ? -1LL : 0, k == 1 ? -1LL : 0, k == 2 ? -1LL : 0, k == 3 ? -1LL : 0};
     }
-    static Vec shift_in(Vec v, Vec h) { return __builtin_shuffle(v, h, Mask{7, 0, 1, 2}); }
+    static Vec shift_in(Vec v, T h) { return __builtin_shuffle(v, broadcast(h), Mask{7, 0, 1, 2}); }
     static void store_last(T* dst, Vec v) { dst[0] = v[W - 1]; }
 };
 constexpr bool kFloatSweep = false;
@@ -434,8 +434,8 @@ struct Cursor {
     template <bool kFirstRows>
     __attribute__((always_inline)) bool step_at(Vec& v_, Vec& s_, Vec& diag_, Vec& sdiag_, Vec& ubv_, long& t_,
                                                 const T*& left_, T*& out_, const T*& win_) {
-        const Vec left = O::shift_in(v_, O::broadcast(left_[0]));
-        const Vec sleft = O::shift_in(s_, O::broadcast(left_[starts_offset]));
+        const Vec left = O::shift_in(v_, left_[0]);
+        const Vec sleft = O::shift_in(s_, left_[starts_offset]);
         const Vec cost = O::vabs(O::sub(O::load(win_), bv));
         Cell<O> c;  // (10)/(11)
         if constexpr (kTolerant) {
