@@ -573,29 +573,47 @@ void SegmentRecursion::compute(std::span<const double> windows, const std::size_
     // Rows 2..m, two at a time: row i at column x beside row i + 1 at column x - 1, whose
     // predecessors are all computed one step earlier, so the two rows' chains run side by side.
     // (11): cost + min(diag, up, left); at the segment's first column only the cell above (10).
-    auto first = [&](std::size_t i) { row(i)[0] = abs_lanes(a[i] - b[0]) + row(i - 1)[0]; };
-    auto next = [&](std::size_t i, std::size_t x) {
+    // Each row's left neighbour stays in registers (li, ln; and row i's last two cells for row
+    // i + 1): read back from the row just stored, every cell of both chains waited on the store.
+    auto next = [&](std::size_t i, std::size_t x, const Lanes& left) {
         const Lanes* up = row(i - 1);
-        row(i)[x] = abs_lanes(a[i] - b[x]) + min_lanes(min_lanes(up[x - 1], up[x]), row(i)[x - 1]);
+        return abs_lanes(a[i] - b[x]) + min_lanes(min_lanes(up[x - 1], up[x]), left);
     };
     std::size_t i = 1;
     for (; i + 1 < m_; i += 2) {
-        first(i);
+        Lanes* ri = row(i);
+        Lanes* rn = row(i + 1);
+        Lanes li = abs_lanes(a[i] - b[0]) + row(i - 1)[0];  // (10)
+        ri[0] = li;
+        Lanes ln = abs_lanes(a[i + 1] - b[0]) + li;  // (10)
         if (w == 1) {
-            first(i + 1);
+            rn[0] = ln;
             continue;
         }
-        next(i, 1);
-        first(i + 1);
+        Lanes before = li;  // row i at column x - 2, then li at x - 1
+        li = next(i, 1, li);
+        ri[1] = li;
+        rn[0] = ln;
         for (std::size_t x = 2; x < w; ++x) {
-            next(i, x);
-            next(i + 1, x - 1);
+            const Lanes diag = before;  // row i, column x - 2: the diagonal of row i + 1 at x - 1
+            const Lanes up = li;        // row i, column x - 1
+            before = li;
+            li = next(i, x, li);
+            ri[x] = li;
+            ln = abs_lanes(a[i + 1] - b[x - 1]) + min_lanes(min_lanes(diag, up), ln);
+            rn[x - 1] = ln;
         }
-        next(i + 1, w - 1);
+        ln = abs_lanes(a[i + 1] - b[w - 1]) + min_lanes(min_lanes(before, li), ln);
+        rn[w - 1] = ln;
     }
     if (i < m_) {
-        first(i);
-        for (std::size_t x = 1; x < w; ++x) next(i, x);
+        Lanes* ri = row(i);
+        Lanes li = abs_lanes(a[i] - b[0]) + row(i - 1)[0];
+        ri[0] = li;
+        for (std::size_t x = 1; x < w; ++x) {
+            li = next(i, x, li);
+            ri[x] = li;
+        }
     }
 }
 
