@@ -92,7 +92,7 @@ struct F64 {
     static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
     static unsigned bits(Mask m) { return static_cast<unsigned>(_mm256_movemask_pd(m)); }
     // Compared in registers: a mask written to the stack and loaded back as a vector cannot be
-    // forwarded from the store, and the first W steps of every block waited on it.
+    // forwarded from the store, and the first W steps of a block that begins at row 0 waited on it.
     static Mask lane_mask(std::size_t k) {
         const __m256i lanes = _mm256_setr_epi64x(0, 1, 2, 3);
         return _mm256_castsi256_pd(_mm256_cmpeq_epi64(lanes, _mm256_set1_epi64x(static_cast<long long>(k))));
