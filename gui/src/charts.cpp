@@ -1,6 +1,7 @@
 #include "charts.hpp"
 
 #include <QCoreApplication>
+#include <QDateTime>
 #include <QValueAxis>
 #include <algorithm>
 #include <limits>
@@ -60,6 +61,11 @@ void fit_axes(Chart& c) {
 QString signal_axis_title(const QString& unit, bool deviation) {
     const char* title = deviation ? "deviation (%1)" : unit == "A" ? "current (%1)" : "torque (%1)";
     return QCoreApplication::translate("warpguard::panel::Chart", title).arg(unit);
+}
+
+QString local_time(const QString& stored, const QString& format) {
+    const QDateTime when = QDateTime::fromString(stored, Qt::ISODateWithMs);
+    return when.isValid() ? when.toLocalTime().toString(format) : stored;
 }
 
 }  // namespace warpguard::panel

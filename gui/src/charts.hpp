@@ -1,4 +1,5 @@
-// Small helpers for the panel's Qt Charts: a chart with unit-labelled axes and series replaced whole.
+// Small helpers for what the panel shows: Qt Charts with unit-labelled axes and series replaced
+// whole, and the daemon's times as the shop floor reads them.
 #pragma once
 
 #include <QChartView>
@@ -25,5 +26,8 @@ void fit_axes(Chart& c);
 // The y axis title of a robot signal in `unit` (A: current, otherwise torque), or of its deviation
 // from the reference.
 QString signal_axis_title(const QString& unit, bool deviation);
+// A time the daemon stores (UTC, ISO 8601 with milliseconds) in the panel's local time in `format`
+// (Qt's date-time format); the stored text itself when it does not parse.
+QString local_time(const QString& stored, const QString& format = QStringLiteral("yyyy-MM-dd HH:mm:ss"));
 
 }  // namespace warpguard::panel

@@ -78,8 +78,10 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     dl->addWidget(chart_.view, 1);
     events_ = new QTableWidget(0, 5, split);
     events_->setObjectName("eventTable");
-    events_->setHorizontalHeaderLabels({tr("#"), tr("time (UTC)"), tr("robot"), tr("kind"), tr("what happened")});
+    events_->setHorizontalHeaderLabels({tr("#"), tr("time"), tr("robot"), tr("kind"), tr("what happened")});
     events_->horizontalHeader()->setStretchLastSection(true);
+    // Every column but the reason as wide as what it shows: the time must read in full.
+    for (int c = 0; c < 4; ++c) events_->horizontalHeader()->setSectionResizeMode(c, QHeaderView::ResizeToContents);
     events_->verticalHeader()->hide();
     events_->setSelectionBehavior(QAbstractItemView::SelectRows);
     events_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -198,7 +200,10 @@ void Dashboard::load_reference() {
 void Dashboard::add_event(const QJsonObject& e, bool at_top) {
     const int row = at_top ? 0 : events_->rowCount();
     events_->insertRow(row);
-    const QStringList cells = {QString::number(e.value("id").toInteger()), e.value("time").toString(), e.value("robot").toString(),
+    // The daemon stores UTC (ISO 8601); the shop floor reads its wall clock: local time, to the
+    // second, with the stored UTC time on the cell's tooltip.
+    const QString stored = e.value("time").toString();
+    const QStringList cells = {QString::number(e.value("id").toInteger()), local_time(stored), e.value("robot").toString(),
                                e.value("kind").toString(), e.value("reason").toString()};
     // Stops in red, SHADOW's would-be stops in amber (what DETECT would have done); a row with
     // evidence says how to open it.
@@ -207,7 +212,10 @@ void Dashboard::add_event(const QJsonObject& e, bool at_top) {
         auto* item = new QTableWidgetItem(cells[c]);
         if (kind == "stop") item->setForeground(QColor(190, 20, 20));
         if (kind == "would_stop") item->setForeground(QColor(170, 95, 0));
-        if (e.value("has_evidence").toBool()) item->setToolTip(tr("Enter or double click: the evidence of this %1").arg(kind == "stop" ? tr("stop") : tr("event")));
+        QStringList tip;
+        if (c == 1) tip << tr("%1 UTC").arg(stored);
+        if (e.value("has_evidence").toBool()) tip << tr("Enter or double click: the evidence of this %1").arg(kind == "stop" ? tr("stop") : tr("event"));
+        item->setToolTip(tip.join('\n'));
         events_->setItem(row, c, item);
     }
     // A newly activated profile may match another signal: its line above the chart is reloaded.

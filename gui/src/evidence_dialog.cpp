@@ -73,7 +73,7 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
     head->setObjectName("evidenceHeadline");
     head->setWordWrap(true);
     head->setText(tr("<b>%1</b> — %2 — %3<br>%4")
-                      .arg(event.value("robot").toString(), event.value("kind").toString(), event.value("time").toString(),
+                      .arg(event.value("robot").toString(), event.value("kind").toString(), local_time(event.value("time").toString()),
                            event.value("reason").toString().toHtmlEscaped()));
     layout->insertWidget(0, head);
     const QJsonObject evidence = event.value("evidence").toObject();

@@ -4,7 +4,6 @@
 #include <QButtonGroup>
 #include <QClipboard>
 #include <QComboBox>
-#include <QDateTime>
 #include <QFile>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -541,8 +540,7 @@ public:
             for (qsizetype i = all.size(); i-- > 0;) {  // newest first: the task's recording is usually the latest
                 const QJsonObject r = all.at(i).toObject();
                 // When it started, in the panel's local time (the daemon stores UTC, ISO 8601).
-                const QDateTime started = QDateTime::fromString(r.value("started").toString(), Qt::ISODateWithMs);
-                const QString when = started.isValid() ? started.toLocalTime().toString("yyyy-MM-dd hh:mm") : r.value("started").toString();
+                const QString when = local_time(r.value("started").toString(), "yyyy-MM-dd HH:mm");
                 const QString text =
                     tr("recording %1: %2 complete cycles, started %3").arg(r.value("id").toInteger()).arg(r.value("cycles").toInt()).arg(when);
                 recording_->addItem(text, r.value("id").toInteger());

@@ -9,6 +9,7 @@
 #include <QChartView>
 #include <QXYSeries>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
@@ -309,6 +310,17 @@ private slots:
             const QRegularExpressionMatch at = QRegularExpression("at cycle (\\d+)").match(reason);
             QVERIFY2(at.hasMatch(), qPrintable(reason));
             QVERIFY2(at.captured(1).toInt() >= QString(kContactsFrom).toInt(), qPrintable("false stop before the first collision: " + reason));
+            // The time reads in full, in local time to the second, and the stored UTC time is on
+            // its tooltip, within a minute of it.
+            const QTableWidgetItem* time = events->item(stop_row, 1);
+            QVERIFY2(QRegularExpression("^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d$").match(time->text()).hasMatch(), qPrintable(time->text()));
+            const QDateTime shown = QDateTime::fromString(time->text(), "yyyy-MM-dd HH:mm:ss");
+            const QDateTime stored = QDateTime::fromString(time->toolTip().section(' ', 0, 0), Qt::ISODateWithMs);
+            QVERIFY2(stored.isValid() && time->toolTip().contains(" UTC"), qPrintable(time->toolTip()));
+            QVERIFY2(std::abs(shown.secsTo(stored.toLocalTime())) <= 1, qPrintable(time->text() + " vs " + time->toolTip()));
+            QVERIFY2(std::abs(stored.secsTo(QDateTime::currentDateTimeUtc())) < 600, qPrintable(time->toolTip()));
+            QVERIFY2(events->columnWidth(1) >= events->fontMetrics().horizontalAdvance(time->text()),
+                     qPrintable(QString("time column %1 px for '%2'").arg(events->columnWidth(1)).arg(time->text())));
         }
         QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QPushButton*>("tile-" + kRobot)->text().contains("STOPPED"), 5000);
         QTest::qWait(1200);  // the live chart shows the stop
