@@ -289,6 +289,16 @@ private slots:
 
         // 8. Shadow: at least one cycle watched, the would-be stops listed.
         QVERIFY2(complete(w, 30000), "no shadow cycle");
+        {
+            // A would-be stop before the first collision would be a false stop in SHADOW (the list
+            // names the robot's cycle of each).
+            const QString listed = w->findChild<QPlainTextEdit*>("shadowStops")->toPlainText();
+            for (const QString& line : listed.split('\n', Qt::SkipEmptyParts)) {
+                const QRegularExpressionMatch at = QRegularExpression("at cycle (\\d+)").match(line);
+                QVERIFY2(at.hasMatch(), qPrintable(line));
+                QVERIFY2(at.captured(1).toInt() >= QString(kContactsFrom).toInt(), qPrintable("false would-be stop in SHADOW: " + line));
+            }
+        }
         shot(w, "wizard-8-shadow");
         w->next();
 
