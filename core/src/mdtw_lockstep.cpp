@@ -575,17 +575,21 @@ void SegmentRecursion::compute(std::span<const double> windows, const std::size_
     // (11): cost + min(diag, up, left); at the segment's first column only the cell above (10).
     // Each row's left neighbour stays in registers (li, ln; and row i's last two cells for row
     // i + 1): read back from the row just stored, every cell of both chains waited on the store.
+    auto first = [&](std::size_t i, const Lanes& up) { return abs_lanes(a[i] - b[0]) + up; };  // (10)
+    auto cell = [&](std::size_t i, std::size_t x, const Lanes& diag, const Lanes& up, const Lanes& left) {
+        return abs_lanes(a[i] - b[x]) + min_lanes(min_lanes(diag, up), left);  // (11)
+    };
     auto next = [&](std::size_t i, std::size_t x, const Lanes& left) {
         const Lanes* up = row(i - 1);
-        return abs_lanes(a[i] - b[x]) + min_lanes(min_lanes(up[x - 1], up[x]), left);
+        return cell(i, x, up[x - 1], up[x], left);
     };
     std::size_t i = 1;
     for (; i + 1 < m_; i += 2) {
         Lanes* ri = row(i);
         Lanes* rn = row(i + 1);
-        Lanes li = abs_lanes(a[i] - b[0]) + row(i - 1)[0];  // (10)
+        Lanes li = first(i, row(i - 1)[0]);
         ri[0] = li;
-        Lanes ln = abs_lanes(a[i + 1] - b[0]) + li;  // (10)
+        Lanes ln = first(i + 1, li);
         if (w == 1) {
             rn[0] = ln;
             continue;
@@ -600,15 +604,15 @@ void SegmentRecursion::compute(std::span<const double> windows, const std::size_
             before = li;
             li = next(i, x, li);
             ri[x] = li;
-            ln = abs_lanes(a[i + 1] - b[x - 1]) + min_lanes(min_lanes(diag, up), ln);
+            ln = cell(i + 1, x - 1, diag, up, ln);
             rn[x - 1] = ln;
         }
-        ln = abs_lanes(a[i + 1] - b[w - 1]) + min_lanes(min_lanes(before, li), ln);
+        ln = cell(i + 1, w - 1, before, li, ln);
         rn[w - 1] = ln;
     }
     if (i < m_) {
         Lanes* ri = row(i);
-        Lanes li = abs_lanes(a[i] - b[0]) + row(i - 1)[0];
+        Lanes li = first(i, row(i - 1)[0]);
         ri[0] = li;
         for (std::size_t x = 1; x < w; ++x) {
             li = next(i, x, li);
