@@ -386,7 +386,18 @@ def test_detect(tmp):
         armed = json.loads(d.ctl("--json", "mode", "cell1", "detect").stdout)
         # The detector judges once its window has filled after the switch (30 samples of 4 ms).
         armed_t = armed["robot_time"] + 30 * 0.004
-        sim.wait(timeout=300)
+        # The operator: every stop is resumed a moment later, so the run ends with its last cycle.
+        # (A stop left alone holds the simulated robot until it gives up at three times its
+        # program's length: about 115 s of this test's wall time went to waiting for that.)
+        resumed = 0
+        give_up = time.time() + 300
+        while sim.poll() is None and time.time() < give_up:
+            if "STOPPED" in d.ctl("status", "cell1").stdout:
+                time.sleep(0.5)
+                resumed += d.ctl("resume", "cell1", "--operator", "daemon-live-test", check_rc=False).returncode == 0
+            time.sleep(0.2)
+        sim.wait(timeout=10)
+        print("stops resumed by the test's operator: %d" % resumed)
         with open(report) as f:
             r = json.load(f)
         truth = r["evaluation"]["summary"]
@@ -403,6 +414,10 @@ def test_detect(tmp):
         first = judged[0]
         check(first["detected"], "first judged collision (t = %.3f s, %.0f N on link %d) detected after %s ms" %
               (first["onset_t"], first["peak_force"], first["link"], "%.1f" % (first["delay"] * 1e3) if first["detected"] else "-"))
+        # With every stop resumed, each later collision meets a moving robot too: 200-300 N impacts,
+        # which the suite's default detector finds every time (docs/benchmarks.md, >= 200 N).
+        found = sum(1 for c in judged if c["detected"])
+        check(found == len(judged), "%d of the %d collisions after the switch detected (200-300 N)" % (found, len(judged)))
         if stops:
             check(stops[0]["t"] >= first["onset_t"] and stops[0]["t"] - first["onset_t"] < 0.5,
                   "the first stop (t = %.3f s) follows the collision onset (t = %.3f s)" % (stops[0]["t"], first["onset_t"]))
