@@ -421,9 +421,22 @@ def test_detect(tmp):
         # which the suite's default detector finds every time (docs/benchmarks.md, >= 200 N).
         found = sum(1 for c in judged if c["detected"])
         check(found == len(judged), "%d of the %d collisions after the switch detected (200-300 N)" % (found, len(judged)))
+        # And no stop without a collision. This robot declares no payload, and this profile's
+        # reference reads 0.6 Nm higher on joint 2 in the 10 samples before the part's release than
+        # in the 20 before them: until 2026-11-28 the partner stayed short of the release step in 1
+        # or 2 of about 5 releases per run (8 false stop events in 10 runs; docs/detection.md, step 1).
+        check(truth["false_stop_events"] == 0, "no stop without a collision (%d)" % truth["false_stop_events"])
         if stops:
-            check(stops[0]["t"] >= first["onset_t"] and stops[0]["t"] - first["onset_t"] < 0.5,
-                  "the first stop (t = %.3f s) follows the collision onset (t = %.3f s)" % (stops[0]["t"], first["onset_t"]))
+            # The first stop is a collision's detection: usually the first judged one's, but on a
+            # loaded machine the calibration can take long enough that detection is switched on
+            # while an earlier contact still presses (measured: switched on at t = 123.063 s, joint 3
+            # 74 Nm off, the stop at 123.062 s, the first judged onset at 137.186 s). Within 0.5 s of
+            # the onset, unless the contact began before the switch.
+            cause = [c for c in truth["collision_details"] if c["detected"] and abs(c["onset_t"] + c["delay"] - stops[0]["t"]) < 1e-3]
+            check(len(cause) == 1 and 0 <= cause[0]["delay"] and (cause[0]["onset_t"] < armed_t or cause[0]["delay"] < 0.5),
+                  "the first stop (t = %.3f s) is a collision's detection (onset %s)" %
+                  (stops[0]["t"], "t = %.3f s, %.0f N, after %.1f ms" % (cause[0]["onset_t"], cause[0]["peak_force"], cause[0]["delay"] * 1e3)
+                   if cause else "none found"))
         print("reply latency median %.3f ms, p99 %.3f ms, max %.3f ms" % (r["latency_median_ms"], r["latency_p99_ms"], r["latency_max_ms"]))
         ev = d.call({"cmd": "events", "robot": "cell1", "kind": "stop"})["events"]
         check(len(ev) >= 1 and ev[0]["has_evidence"], "stop event stored with evidence: %s" % (ev[0]["reason"] if ev else "none"))
