@@ -291,10 +291,6 @@ private:
     static constexpr std::size_t kPartnerSlack = 2;
     // How far ahead of the shared partner the joint angles are searched for a nearer partner.
     static constexpr std::size_t kAngleLookahead = 32;
-    // How far (in noise levels) the shared partner must leave a joint off, robot and reference at
-    // rest, before a later sample of the same standstill is searched for a signal step: 3, the
-    // calibration's floor under every phase threshold (no smaller deviation can stop the robot).
-    static constexpr double kStepSearchNoise = 3.0;
     // Declared payload (profile.payload). Both sides are matched unloaded: the reference less its
     // own declared payload's torques (computed once, at its angles and accelerations), the newest
     // sample less the payload it declares (at its angles, with the tool point's acceleration of the
