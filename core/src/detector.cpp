@@ -392,6 +392,14 @@ std::pair<double, double> Detector::speed_interval() const {
     return {std::min(speed_ratio_, unbiased), std::max(speed_ratio_, unbiased)};
 }
 
+bool Detector::off_recorded_speed() const {
+    if (speed_inertial_.empty()) return false;
+    const double tolerance = profile_.speed->same_speed_tolerance;
+    if (speed_settled()) return std::abs(speed_ratio_ - 1.0) > tolerance;
+    const auto [s_lo, s_hi] = speed_interval();
+    return s_hi < 1.0 - tolerance || s_lo > 1.0 + tolerance;
+}
+
 bool Detector::friction_band_open(std::size_t joint, bool off_speed) const {
     // Off the recorded speed, a joint comes to rest and breaks away differently from the reference.
     // A joint that has not moved since the stream began holds whatever torque its friction held
@@ -677,6 +685,41 @@ Decision Detector::update(const Sample& sample) {
         if (carrying_known && carrying_now != (reference_payload_[shared_] > 0.0)) {
             consider_candidate(payload_next_[shared_]);
             if (payload_previous_[shared_] > 0) consider_candidate(payload_previous_[shared_] - 1);
+        }
+        // The signal steps while robot and reference both stand (a part released or grasped by a
+        // program that does not declare its payload): a joint's own match may not reach the
+        // reference's step, since stretching the window over the rest of a noisy standstill costs
+        // more than one sample's mismatch, and the partner is then short of it (UR5e-like
+        // pick-and-place, payload not declared, release after a 41-44 sample wait: joint 2's match
+        // ended 19 samples before the step, 8.3 Nm off, a CUSUM stop; 2 of 5 releases in one run).
+        // So where the best partner leaves some joint more than 3 noise levels off (the floor below
+        // which no phase threshold lies), the sample later in the same reference standstill whose
+        // signals are nearest the sample's is a candidate too, if it is clearly nearer; the score
+        // decides.
+        if (!robot_moving && !robot_starting && stream_moved && !reference_moving_.empty() && !reference_moving_[shared] &&
+            standstill_end_[shared] > shared + 1) {
+            bool off = false;
+            for (std::size_t j = 0; j < n && !off; ++j) {
+                off = !resting_level_unknown(j) && std::abs(near_deviation(j, shared).deviation) > kStepSearchNoise * noise_scale_[j];
+            }
+            if (off) {
+                const auto signal_distance = [&](std::size_t k) {
+                    double distance = 0;
+                    for (std::size_t j = 0; j < n; ++j) {
+                        distance += std::abs(windows_[j * m + m - 1] - correction_[j] - expected(j, k)) / noise_scale_[j];
+                    }
+                    return distance;
+                };
+                std::size_t nearest = shared;
+                double nearest_distance = std::numeric_limits<double>::infinity();
+                for (std::size_t k = shared + 1; k < standstill_end_[shared]; ++k) {
+                    const double distance = signal_distance(k);
+                    if (distance < nearest_distance) nearest_distance = distance, nearest = k;
+                }
+                // Only a clear difference counts (by as much again): in a standstill without a step,
+                // a sample off by noise finds some later sample about as far off.
+                if (nearest_distance < signal_distance(shared) - kStepSearchNoise) consider_candidate(nearest);
+            }
         }
     }
     shared_ = shared;
