@@ -393,35 +393,38 @@ def main():
               "stands plus 50 ms, and the force at the recording's end (the rest of cycle 2, held stopped):", "",
               "| robot | peak contact force without a stop | with a stop | with a stop, until the arm stands | with a stop, at the end | stop after first contact |",
               "|---|---:|---:|---:|---:|---:|"]
+    def csv_rows(path):  # a recording's header and samples, split at the commas
+        with open(path) as f:
+            return [l.strip().split(",") for l in f if not l.startswith("#")]
+
+    def peak_force(out):  # the simulator's "peak contact force X N"
+        return float(out.split("peak contact force ")[1].split(" N")[0])
+
     for robot in ROBOTS:
         col = load(f"{suite}/{robot}/collisions.phase.evaluation.json")["totals"]
         delay = rules(col)["combined"]["delay_median"] or 0.0
         base = ["build/samples/sim/warpguard-sim", "record", "--robot", f"samples/robots/{robot}.json", "--task",
                 f"samples/tasks/{robot}-pick-and-place.json", "--cycles", "2", "--seed", "77"]
-        starts = None
-        free = subprocess.check_output(base + ["--out", f"{suite}/{robot}/obstacle-free.csv"], text=True)
+        subprocess.check_output(base + ["--out", f"{suite}/{robot}/obstacle-free.csv"], text=True)
         # Cycle 2 starts where the cycle counter first reads 2 (robot clock - 0.2 s = sim time).
         first_cycle2 = first_contact = None
-        with open(f"{suite}/{robot}/obstacle-free.csv") as f:
-            rows = [l.split(",") for l in f if not l.startswith("#")]
+        rows = csv_rows(f"{suite}/{robot}/obstacle-free.csv")
         header = rows[0]
         for r in rows[1:]:
             if first_cycle2 is None and r[header.index("cycle")] == "2":
                 first_cycle2 = float(r[0]) - 0.2
         hit_time = first_cycle2 + 1.5
         out = subprocess.check_output(base + ["--obstacle-at", f"{hit_time}", "--out", f"{suite}/{robot}/obstacle.csv"], text=True)
-        without = float(out.split("peak contact force ")[1].split(" N")[0])
-        with open(f"{suite}/{robot}/obstacle.csv") as f:
-            rows = [l.strip().split(",") for l in f if not l.startswith("#")]
+        without = peak_force(out)
+        rows = csv_rows(f"{suite}/{robot}/obstacle.csv")
         ci = rows[0].index("contact")
         # The contact's own onset: its first sample less the contact's age there (0 in older files).
         ai = rows[0].index("contact_age") if "contact_age" in rows[0] else None
         first_contact = next(float(r[0]) - 0.2 - (float(r[ai]) if ai is not None else 0.0) for r in rows[1:] if r[ci] == "1")
         out = subprocess.check_output(base + ["--obstacle-at", f"{hit_time}", "--stop-at", f"{first_contact + delay}",
                                              "--out", f"{suite}/{robot}/obstacle-stopped.csv"], text=True)
-        with_stop = float(out.split("peak contact force ")[1].split(" N")[0])
-        with open(f"{suite}/{robot}/obstacle-stopped.csv") as f:
-            rows = [l.strip().split(",") for l in f if not l.startswith("#")]
+        with_stop = peak_force(out)
+        rows = csv_rows(f"{suite}/{robot}/obstacle-stopped.csv")
         fi = rows[0].index("contact_force")
         braked = first_contact + delay + 0.15 + 0.05  # the simulator's brake time (CellOptions::brake_time) and 50 ms
         while_braking = max((float(r[fi]) for r in rows[1:] if first_contact <= float(r[0]) - 0.2 <= braked), default=0.0)
