@@ -247,6 +247,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         payload_total_.assign(profile_.joints, std::vector<double>(size, 0.0));
         payload_error_ = pm.relative_error;
         payload_error_.resize(profile_.joints, 0.0);  // a model without its error (made by hand): none
+        payload_axes_.assign(profile_.joints, Eigen::Vector3d::Zero());
+        payload_spread_.assign(pm.centre_uncertainty.size(), Eigen::Vector3d::Zero());
         std::vector<double> q(profile_.joints), lever(profile_.joints, 1.0);
         const bool ka = profile_.method == MatchingMethod::KaMdtw;
         reference_part_ = *std::max_element(reference_payload_.begin(), reference_payload_.end());
@@ -292,6 +294,22 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         paths_.resize(profile_.joints);
         for (auto& path : paths_) path.reserve(profile_.window + profile_.reference.size());
     }
+}
+
+double Detector::payload_band(std::size_t joint, std::size_t partner, bool scaled) const {
+    const auto& pm = *profile_.payload;
+    const double difference = payload_applied_[joint] - payload_total_[joint][partner] - speed_c2_ * payload_inertial_[joint][partner];
+    const double band = payload_error_[joint] * std::abs(difference);
+    if (payload_spread_.empty() || pm.signal_per_nm[joint] == 0.0) return band;
+    // Both sides' torques put the part at the same centre: moving it by d changes the difference's
+    // torque on a revolute joint by (dF x z) . d, dF the declared payload's force less the
+    // reference's at the partner (the axis taken at the newest sample's angles for both).
+    const double carried = pm.beyond_reference_part ? 0.0 : reference_payload_[partner];
+    const Eigen::Vector3d reference_force = carried * (speed_ratio_ * speed_ratio_ * payload_acceleration_[partner] - pm.gravity);
+    const Eigen::Vector3d moment = (payload_force_ - reference_force).cross(payload_axes_[joint]);
+    double centre = 0.0;
+    for (const auto& d : payload_spread_) centre += std::abs(moment.dot(d));
+    return band + std::abs(pm.signal_per_nm[joint]) * centre / (scaled ? levers_[joint] : 1.0);
 }
 
 AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner) const {
@@ -487,7 +505,11 @@ Decision Detector::update(const Sample& sample) {
         const Eigen::Vector3d force = mass * (accel - pm.gravity);
         for (std::size_t j = 0; j < n; ++j) {
             payload_applied_[j] = pm.signal_per_nm[j] * payload_columns_[j].dot(force) / (scaled ? levers_[j] : 1.0);
+            payload_axes_[j] = pm.model.joints()[j].type == JointType::Revolute ? Eigen::Vector3d(payload_frames_[j].linear().col(2))
+                                                                                : Eigen::Vector3d::Zero();
         }
+        for (std::size_t k = 0; k < payload_spread_.size(); ++k) payload_spread_[k] = payload_frames_[n].linear() * pm.centre_uncertainty[k];
+        payload_force_ = force;
     }
 
     // FIFO update; the first sample of a stream fills the whole window.
@@ -790,10 +812,7 @@ Decision Detector::update(const Sample& sample) {
             // within the band while the joint comes to rest or breaks away. Once it rests, the
             // torque its friction holds stays put: the first kRestSamples samples of a rest set the
             // offset (within the band), and every later change from it is judged.
-            ev.payload_band = payload_total_.empty() || !payload_active_
-                                  ? 0.0
-                                  : payload_error_[j] * std::abs(payload_applied_[j] - payload_total_[j][partner] -
-                                                                 speed_c2_ * payload_inertial_[j][partner]);
+            ev.payload_band = payload_total_.empty() || !payload_active_ ? 0.0 : payload_band(j, partner, scaled);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
             // Over the threshold beyond +- (threshold + bands) of what the dead zones leave.
             double allowed_low = -(ev.phase_threshold + ev.friction_band + ev.payload_band), allowed_high = -allowed_low;

@@ -174,10 +174,13 @@ std::vector<Eigen::Vector3d> tool_point_acceleration(const DhModel& model, std::
 }
 
 nlohmann::json to_json(const PayloadModel& model) {
+    nlohmann::json centre = nlohmann::json::array();
+    for (const auto& u : model.centre_uncertainty) centre.push_back({u.x(), u.y(), u.z()});
     return {{"model", to_json(model.model)},
             {"gravity", {model.gravity.x(), model.gravity.y(), model.gravity.z()}},
             {"signal_per_nm", model.signal_per_nm},
             {"relative_error", model.relative_error},
+            {"centre_uncertainty", centre},
             {"beyond_reference_part", model.beyond_reference_part},
             {"derivation", model.derivation}};
 }
@@ -202,6 +205,23 @@ PayloadModel payload_model_from_json(const nlohmann::json& j, std::size_t joints
         }
     } catch (const nlohmann::json::exception&) {
         throw std::invalid_argument("payload_model.signal_per_nm and gravity must be arrays of numbers");
+    }
+    if (j.contains("centre_uncertainty")) {
+        const auto& list = j.at("centre_uncertainty");
+        if (!list.is_array() || list.size() > 3) {
+            throw std::invalid_argument(fmt::format("payload_model.centre_uncertainty is {}; expected up to 3 vectors [x, y, z] in m",
+                                                    list.dump()));
+        }
+        for (const auto& v : list) {
+            if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number()) {
+                throw std::invalid_argument(fmt::format("payload_model.centre_uncertainty entry {} is not a vector [x, y, z] in m", v.dump()));
+            }
+            const Eigen::Vector3d u(v[0].get<double>(), v[1].get<double>(), v[2].get<double>());
+            if (!u.allFinite()) {
+                throw std::invalid_argument(fmt::format("payload_model.centre_uncertainty entry {} is not finite", v.dump()));
+            }
+            m.centre_uncertainty.push_back(u);
+        }
     }
     if (m.relative_error.size() != joints) {
         throw std::invalid_argument(fmt::format("payload_model.relative_error has {} values; expected {}", m.relative_error.size(), joints));

@@ -196,6 +196,11 @@ private:
         return payload_inertial_.empty() ? at_speed : at_speed - speed_c2_ * payload_inertial_[joint][k];
     }
     void update_speed(std::size_t partner, std::span<const double> q);
+    // JointEvaluation::payload_band of joint `joint` at reference sample `partner` (a declared
+    // payload, with a payload model): the model's relative error times the torque of the
+    // difference between the declared payload and the reference's, plus what the centre of mass's
+    // uncertainty (PayloadModel::centre_uncertainty) does to that difference's torque.
+    double payload_band(std::size_t joint, std::size_t partner, bool scaled) const;
     // The speeds the task may run at, given the estimate so far: between speed_ratio_ and the same
     // average without its start value, (speed_ratio_ - w) / (1 - w) with w = speed_prior_weight_
     // (the whole range kSpeedMin..kSpeedMax while w is near 1).
@@ -309,6 +314,13 @@ private:
     std::vector<std::vector<double>> payload_inertial_;
     std::vector<std::vector<double>> payload_total_;  // the reference's payload torque (inertial + gravity)
     std::vector<double> payload_error_;               // per joint: the model's relative error
+    // For the payload band's centre term (PayloadModel::centre_uncertainty): at the newest sample,
+    // each joint's axis (zero for a prismatic one: its payload torque does not depend on the
+    // centre), the centre's uncertainty directions in the base frame, and the payload force it
+    // declares, mass x (s^2 a - g).
+    std::vector<Eigen::Vector3d> payload_axes_;
+    std::vector<Eigen::Vector3d> payload_spread_;
+    Eigen::Vector3d payload_force_ = Eigen::Vector3d::Zero();
     double reference_part_ = 0.0;                     // the largest mass the reference declares
     // Per reference sample: the first later sample whose carrying state (payload > 0) differs, and
     // the first sample of its own run of that state (they mark phases for the shared partner).

@@ -157,6 +157,15 @@ struct PayloadModel {
     // relative standard errors of its scale; at most 1). A payload that differs from the
     // reference's is forgiven this share of the difference's torque (Detector: payload band).
     std::vector<double> relative_error;
+    // How far the part's centre of mass may lie from model's tool point, in the last DH frame: up
+    // to three orthogonal directions, each scaled by how far along it (m). A direction the
+    // standstill changes excite: two standard errors of the fit; one they cannot see (moving the
+    // mass along the line of its weight changes no torque at a standstill): the last link's
+    // length. The payload band adds, per joint, what moving the centre that far does to the
+    // difference's torque: |(dF x z_j) . R_n u_k| for each direction u_k, dF the difference of
+    // the payload forces. Empty (a profile from before 2026-11-29, or made by hand): the relative
+    // error alone.
+    std::vector<Eigen::Vector3d> centre_uncertainty;
     // Only the declared payload beyond the reference's part is taken off (KA-mDTW, whose lever
     // lengths scale the part's force, and --keep-payload): the reference and the matched signal
     // keep the part the reference carried (the largest mass it declares), and a sample carrying
