@@ -601,6 +601,7 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
         }
     };
     std::vector<double> measured(n, 0.0);
+    std::vector<bool> modelled(n, false);  // the model gives the joint a torque at some change
     std::size_t usable = 0;
     if (changes.size() >= 2) {
         if (!nm) {
@@ -630,14 +631,16 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
                 }
             }
             measured[j] = uu > 0 ? su / uu : 0.0;
+            modelled[j] = uu > 0;
             usable += believed[j] ? 1 : 0;
         }
         rms = count ? std::sqrt(sum / static_cast<double>(count)) : 0.0;
     }
     for (std::size_t j = 0; j < n; ++j) out.signal_per_nm.push_back(believed[j] && changes.size() >= 2 ? scale[j] : 0.0);
     // A joint whose jumps show its scale (known to 25 %, as a scale in percent must be) has its own
-    // relative error. One they cannot show (the vertical base axis: a weight has no torque about
-    // it; a wrist axis the part hangs on) is still given the same point mass at the same centre:
+    // relative error. One they cannot show (the model gives it no torque at any change, or too
+    // little to tell its scale: the vertical base axis, about which a weight has no torque; a
+    // wrist axis the part hangs on) is still given the same point mass at the same centre:
     // it takes the largest relative error of the joints that show one (the declared mass and the
     // kinematics are the same for every joint), and the centre's uncertainty below adds what it
     // does to that joint. Without any such joint, or without the centre's uncertainty: 1, the
@@ -651,7 +654,7 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
             e = nm ? std::abs(measured[j] - 1.0) + 2.0 * error[j] : 2.0 * error[j] / out.signal_per_nm[j];
         }
         e = std::clamp(std::isfinite(e) ? e : 1.0, 0.0, 1.0);
-        shows[j] = out.signal_per_nm[j] > 0 && std::isfinite(error[j]) && error[j] <= 0.25 * out.signal_per_nm[j];
+        shows[j] = modelled[j] && out.signal_per_nm[j] > 0 && std::isfinite(error[j]) && error[j] <= 0.25 * out.signal_per_nm[j];
         if (shows[j]) largest = std::max(largest, e);
         out.relative_error.push_back(e);
     }
@@ -691,6 +694,13 @@ PayloadModel fit_payload_model(const DhModel& model, std::span<const NamedRecord
                       {"measured_signal_per_nm", measured},
                       {"standard_error", error},
                       {"relative_error", out.relative_error},
+                      {"error_shown_by_joints", [&] {
+                           std::vector<std::size_t> joints;
+                           for (std::size_t j = 0; j < n; ++j) {
+                               if (shows[j]) joints.push_back(j + 1);
+                           }
+                           return joints;
+                       }()},
                       {"centre_uncertainty_m", [&] {
                            std::vector<double> reach;
                            for (const auto& u : out.centre_uncertainty) reach.push_back(u.norm());

@@ -642,6 +642,35 @@ TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycl
     const auto centre = derivation.at("centre_of_mass").get<std::vector<double>>();
     const Eigen::Vector3d tool = robot.kinematics.tool().translation();
     CHECK(std::hypot(centre[0] - tool.x(), centre[1] - tool.y(), centre[2] - tool.z()) < 0.01);
+    // Every grasp and release happens with the tool pointing down: the changes fit the centre
+    // across the flange's axis to millimetres and cannot see how far along it the part hangs, which
+    // is given the last link's length (the last axis point to the tool point).
+    const auto& spread = profile.payload->centre_uncertainty;
+    REQUIRE(spread.size() == 3);
+    std::vector<double> reach;
+    for (const auto& u : spread) reach.push_back(u.norm());
+    std::sort(reach.begin(), reach.end());
+    CHECK(reach[1] < 0.01);
+    const std::vector<double> zero(robot.kinematics.dof(), 0.0);
+    std::vector<Eigen::Isometry3d> frames(robot.kinematics.dof() + 2);
+    robot.kinematics.forward(zero, frames);
+    const double link = (frames[robot.kinematics.dof() + 1].translation() - frames[robot.kinematics.dof() - 1].translation()).norm();
+    CHECK(reach[2] == Approx(link).margin(0.01));
+    for (const auto& u : spread) {
+        if (u.norm() > 0.1) CHECK(std::abs(u.normalized().z()) > 0.99);  // along the flange's axis
+    }
+    // The base joint's jumps cannot show its error (a weight has no torque about a vertical axis):
+    // it takes the largest error of the joints whose jumps show theirs, not the whole difference.
+    const auto shown = derivation.at("error_shown_by_joints").get<std::vector<std::size_t>>();
+    const auto& relative = profile.payload->relative_error;
+    CHECK(std::find(shown.begin(), shown.end(), 1u) == shown.end());
+    CHECK(std::find(shown.begin(), shown.end(), 2u) != shown.end());
+    CHECK(std::find(shown.begin(), shown.end(), 3u) != shown.end());
+    double largest = 0;
+    for (std::size_t j : shown) largest = std::max(largest, relative[j - 1]);
+    CHECK(largest > 0);
+    CHECK(largest < 0.2);
+    CHECK(relative[0] == Approx(largest));
 
     const auto run = [&](const Recording& rec) {
         Detector detector(profile);

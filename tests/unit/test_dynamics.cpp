@@ -595,3 +595,26 @@ TEST_CASE("joints that always move together are reported, and an excitation run 
     CHECK(excited_error < 0.02 * largest);      // with the excitation run: within 2 % of the effect
     CHECK(excited_error < 0.1 * task_error);
 }
+
+TEST_CASE("the payload model's centre uncertainty survives its JSON form and a bad entry is refused by name", "[dynamics][payload]") {
+    const double pi = 3.14159265358979323846;
+    PayloadModel m;
+    m.model = DhModel({{JointType::Revolute, 0.0, pi / 2, 0.16, 0}, {JointType::Revolute, -0.42, 0, 0, 0}});
+    m.signal_per_nm = {1.0, 1.0};
+    m.relative_error = {0.03, 0.02};
+    m.centre_uncertainty = {Eigen::Vector3d(0.004, 0, 0), Eigen::Vector3d(0, 0.003, 0), Eigen::Vector3d(0, 0, 0.2)};
+    const PayloadModel back = payload_model_from_json(to_json(m), 2);
+    REQUIRE(back.centre_uncertainty.size() == 3);
+    for (std::size_t k = 0; k < 3; ++k) CHECK((back.centre_uncertainty[k] - m.centre_uncertainty[k]).norm() < 1e-12);
+    auto j = to_json(m);
+    j["centre_uncertainty"][1] = {0.0, "far"};
+    CHECK_THROWS_WITH(payload_model_from_json(j, 2), Catch::Contains("centre_uncertainty entry [0.0,\"far\"]") &&
+                                                         Catch::Contains("[x, y, z] in m"));
+    j = to_json(m);
+    j["centre_uncertainty"].push_back({1.0, 0.0, 0.0});
+    CHECK_THROWS_WITH(payload_model_from_json(j, 2), Catch::Contains("expected up to 3 vectors"));
+    // A model from before the centre's uncertainty was kept: none (the relative error alone).
+    j = to_json(m);
+    j.erase("centre_uncertainty");
+    CHECK(payload_model_from_json(j, 2).centre_uncertainty.empty());
+}
