@@ -157,7 +157,7 @@ struct PayloadModel {
     // relative standard errors of its scale; at most 1). A payload that differs from the
     // reference's is forgiven this share of the difference's torque (Detector: payload band).
     std::vector<double> relative_error;
-    // How far the part's centre of mass may lie from model's tool point, in the last DH frame: up
+    // How far the part's centre of mass may lie from the model's tool point, in the last DH frame: up
     // to three orthogonal directions, each scaled by how far along it (m). A direction the
     // standstill changes excite: two standard errors of the fit; one they cannot see (moving the
     // mass along the line of its weight changes no torque at a standstill): the last link's
