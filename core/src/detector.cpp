@@ -296,7 +296,14 @@ Detector::Detector(Profile profile, MatcherKind matcher)
     }
 }
 
-double Detector::payload_band(std::size_t joint, std::size_t partner, bool scaled) const {
+Eigen::Vector3d Detector::payload_force_difference(std::size_t partner) const {
+    if (payload_spread_.empty()) return Eigen::Vector3d::Zero();
+    const auto& pm = *profile_.payload;
+    const double carried = pm.beyond_reference_part ? 0.0 : reference_payload_[partner];
+    return payload_force_ - carried * (speed_ratio_ * speed_ratio_ * payload_acceleration_[partner] - pm.gravity);
+}
+
+double Detector::payload_band(std::size_t joint, std::size_t partner, bool scaled, const Eigen::Vector3d& force_difference) const {
     const auto& pm = *profile_.payload;
     const double difference = payload_applied_[joint] - payload_total_[joint][partner] - speed_c2_ * payload_inertial_[joint][partner];
     const double band = payload_error_[joint] * std::abs(difference);
@@ -304,9 +311,7 @@ double Detector::payload_band(std::size_t joint, std::size_t partner, bool scale
     // Both sides' torques put the part at the same centre: moving it by d changes the difference's
     // torque on a revolute joint by (dF x z) . d, dF the declared payload's force less the
     // reference's at the partner (the axis taken at the newest sample's angles for both).
-    const double carried = pm.beyond_reference_part ? 0.0 : reference_payload_[partner];
-    const Eigen::Vector3d reference_force = carried * (speed_ratio_ * speed_ratio_ * payload_acceleration_[partner] - pm.gravity);
-    const Eigen::Vector3d moment = (payload_force_ - reference_force).cross(payload_axes_[joint]);
+    const Eigen::Vector3d moment = force_difference.cross(payload_axes_[joint]);
     double centre = 0.0;
     for (const auto& d : payload_spread_) centre += std::abs(moment.dot(d));
     return band + std::abs(pm.signal_per_nm[joint]) * centre / (scaled ? levers_[joint] : 1.0);
@@ -764,6 +769,9 @@ Decision Detector::update(const Sample& sample) {
         // passes `cusum_limit` (slow pushes).
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
+        // Every joint is judged at the shared partner: the payload forces' difference once.
+        const Eigen::Vector3d force_difference =
+            payload_total_.empty() || !payload_active_ ? Eigen::Vector3d::Zero() : payload_force_difference(shared_);
         for (std::size_t j = 0; j < n; ++j) {
             JointEvaluation& ev = evaluations_[j];
             const std::size_t partner = ev.shared.partner;
@@ -812,7 +820,7 @@ Decision Detector::update(const Sample& sample) {
             // within the band while the joint comes to rest or breaks away. Once it rests, the
             // torque its friction holds stays put: the first kRestSamples samples of a rest set the
             // offset (within the band), and every later change from it is judged.
-            ev.payload_band = payload_total_.empty() || !payload_active_ ? 0.0 : payload_band(j, partner, scaled);
+            ev.payload_band = payload_total_.empty() || !payload_active_ ? 0.0 : payload_band(j, partner, scaled, force_difference);
             double excess = std::max(0.0, std::abs(deviation) - ev.friction_band - ev.payload_band);
             // Over the threshold beyond +- (threshold + bands) of what the dead zones leave.
             double allowed_low = -(ev.phase_threshold + ev.friction_band + ev.payload_band), allowed_high = -allowed_low;

@@ -200,7 +200,11 @@ private:
     // payload, with a payload model): the model's relative error times the torque of the
     // difference between the declared payload and the reference's, plus what the centre of mass's
     // uncertainty (PayloadModel::centre_uncertainty) does to that difference's torque.
-    double payload_band(std::size_t joint, std::size_t partner, bool scaled) const;
+    // `force_difference`: payload_force_difference(partner).
+    double payload_band(std::size_t joint, std::size_t partner, bool scaled, const Eigen::Vector3d& force_difference) const;
+    // The declared payload's force less the reference's at `partner`, m (s^2 a - g) each (zero
+    // without the centre's uncertainty, which alone needs it).
+    Eigen::Vector3d payload_force_difference(std::size_t partner) const;
     // The speeds the task may run at, given the estimate so far: between speed_ratio_ and the same
     // average without its start value, (speed_ratio_ - w) / (1 - w) with w = speed_prior_weight_
     // (the whole range kSpeedMin..kSpeedMax while w is near 1).
