@@ -1130,4 +1130,94 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     return out;
 }
 
+CurrentSign rebuild_current_sign(const DhModel& model, const Reference& reference, const Eigen::Vector3d& gravity) {
+    const std::size_t n = model.dof(), size = reference.size();
+    if (reference.tau.size() != n || reference.q.size() != n) {
+        throw std::invalid_argument(fmt::format("the kinematic model has {} joints; the reference has {}", n, reference.tau.size()));
+    }
+    const DynamicsRegressor regressor(model, gravity);
+    const std::size_t cols = regressor.columns();
+    if (size < 2 * cols) {
+        throw std::invalid_argument(fmt::format("the reference has {} samples; rebuilding a current's sign needs at least {}", size, 2 * cols));
+    }
+    std::vector<std::vector<double>> qd(n, std::vector<double>(size)), qdd(n, std::vector<double>(size));
+    for (std::size_t j = 0; j < n; ++j) smooth_derivatives(reference.t, reference.q[j], kDerivativeHalfWidth, qd[j], qdd[j]);
+    // The regressor rows of every joint at every reference sample.
+    std::vector<Eigen::MatrixXd> rows(n, Eigen::MatrixXd(static_cast<Eigen::Index>(size), static_cast<Eigen::Index>(cols)));
+    {
+        Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(cols));
+        std::vector<double> q(n), v(n), a(n);
+        for (std::size_t k = 0; k < size; ++k) {
+            for (std::size_t j = 0; j < n; ++j) q[j] = reference.q[j][k], v[j] = qd[j][k], a[j] = qdd[j][k];
+            regressor.compute(q, v, a, true, y);
+            for (std::size_t j = 0; j < n; ++j) rows[j].row(static_cast<Eigen::Index>(k)) = y.row(static_cast<Eigen::Index>(j));
+        }
+    }
+    constexpr double kClear = 0.05;   // a fitted value counts where it is clear of 5 % of the peak
+    constexpr int kMaxIterations = 100;
+    constexpr double kCoulombSteps[] = {0.0, 0.1, 0.3, 1.0, 3.0, 10.0};  // relative to the peak acceleration
+    CurrentSign out;
+    out.sign.assign(n, std::vector<std::int8_t>(size, 1));
+    out.derivation = {{"method", "rigid-body regressor fitted to sign * |signal|, signs from the fit, alternated; least residual of the starts"},
+                      {"clear_of_peak", kClear}};
+    for (std::size_t j = 0; j < n; ++j) {
+        const Eigen::MatrixXd& y = rows[j];
+        Eigen::VectorXd magnitude(static_cast<Eigen::Index>(size));
+        double peak = 0, peak_acc = 0;
+        for (std::size_t k = 0; k < size; ++k) {
+            magnitude(static_cast<Eigen::Index>(k)) = std::abs(reference.tau[j][k]);
+            peak = std::max(peak, std::abs(reference.tau[j][k]));
+            peak_acc = std::max(peak_acc, std::abs(qdd[j][k]));
+        }
+        // Ridge: the regressor's columns are not all identifiable from one joint's signal.
+        Eigen::MatrixXd normal = y.transpose() * y;
+        normal.diagonal().array() += 1e-6 * normal.diagonal().maxCoeff() + 1e-12;
+        const Eigen::LDLT<Eigen::MatrixXd> solver(normal);
+        const double clear = kClear * peak;
+        const auto refine = [&](Eigen::VectorXd& sign, int& iterations) {
+            Eigen::VectorXd fit;
+            iterations = 0;
+            for (bool changed = true; changed && iterations < kMaxIterations; ++iterations) {
+                fit = y * solver.solve(y.transpose() * sign.cwiseProduct(magnitude));
+                changed = false;
+                for (Eigen::Index k = 0; k < fit.size(); ++k) {
+                    if (std::abs(fit(k)) <= clear) continue;
+                    const double s = fit(k) > 0 ? 1.0 : -1.0;
+                    if (s != sign(k)) sign(k) = s, changed = true;
+                }
+            }
+            return (sign.cwiseProduct(magnitude) - fit).squaredNorm();
+        };
+        double best = std::numeric_limits<double>::infinity();
+        std::string best_start;
+        int best_iterations = 0;
+        Eigen::VectorXd best_sign;
+        const auto start = [&](const std::string& name, auto&& guess) {
+            Eigen::VectorXd sign(static_cast<Eigen::Index>(size));
+            for (std::size_t k = 0; k < size; ++k) sign(static_cast<Eigen::Index>(k)) = guess(k) >= 0 ? 1.0 : -1.0;
+            int iterations = 0;
+            const double residual = refine(sign, iterations);
+            if (residual < best) best = residual, best_start = name, best_iterations = iterations, best_sign = sign;
+        };
+        // The Coulomb step: the sign of a velocity clearly off rest (a tenth of the smoothing velocity).
+        const auto step = [&](std::size_t k) {
+            constexpr double v = 0.1 * kCoulombSmoothing;
+            return qd[j][k] > v ? 1.0 : qd[j][k] < -v ? -1.0 : 0.0;
+        };
+        start("all +1", [](std::size_t) { return 1.0; });
+        start("velocity", [&](std::size_t k) { return qd[j][k]; });
+        for (const double c : kCoulombSteps) {
+            start(fmt::format("acceleration + {} x Coulomb step", c),
+                  [&](std::size_t k) { return qdd[j][k] / std::max(peak_acc, 1e-12) + c * step(k); });
+        }
+        for (std::size_t k = 0; k < size; ++k) out.sign[j][k] = best_sign(static_cast<Eigen::Index>(k)) > 0 ? 1 : -1;
+        const double total = magnitude.squaredNorm();
+        out.derivation["joints"].push_back({{"joint", j + 1},
+                                            {"start", best_start},
+                                            {"iterations", best_iterations},
+                                            {"residual_share", total > 0 ? best / total : 0.0}});
+    }
+    return out;
+}
+
 }  // namespace warpguard
