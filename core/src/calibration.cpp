@@ -1033,28 +1033,59 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     // pass's shared partner). The pass then runs again with it, so that the thresholds include
     // whatever the running speed estimate adds at the recorded speed.
     std::string speed_note = "no kinematic model given: the detector assumes the recorded speed";
+    nlohmann::json current_sign_note;  // how an unsigned current's sign was rebuilt, if it was
     if (dynamics) {
         const DhModel& model = *dynamics;
-        if (profile.signal != SignalKind::Torque) {
+        // An unsigned motor current (the phase-aware detector): its sign rebuilt from the
+        // kinematics (dynamics.hpp), and the speed model fitted to sign * |signal|, each nominal
+        // sample signed with its partner's sign as the detector will sign it.
+        const bool rebuild_sign = profile.signal == SignalKind::Current && options.detector == DetectorKind::PhaseAware;
+        std::vector<Recording> signed_nominal;
+        Reference signed_reference = profile.reference;
+        if (rebuild_sign) {
+            CurrentSign rebuilt = rebuild_current_sign(model, profile.reference, options.gravity);
+            profile.current_sign = std::move(rebuilt.sign);
+            current_sign_note = rebuilt.derivation;
+            for (std::size_t j = 0; j < profile.joints; ++j) {
+                for (std::size_t k = 0; k < signed_reference.size(); ++k) {
+                    signed_reference.tau[j][k] = profile.current_sign[j][k] * std::abs(signed_reference.tau[j][k]);
+                }
+            }
+            std::size_t offset = 0;
+            signed_nominal.reserve(nominal.size());
+            for (const auto& nom : nominal) {
+                Recording rec = *nom.recording;
+                for (std::size_t i = 0; i < rec.size(); ++i) {
+                    const std::size_t partner = observed[0][offset + i].partner;
+                    for (std::size_t j = 0; j < profile.joints; ++j) rec.tau[j][i] = profile.current_sign[j][partner] * std::abs(rec.tau[j][i]);
+                }
+                offset += rec.size();
+                signed_nominal.push_back(std::move(rec));
+            }
+        }
+        if (profile.signal != SignalKind::Torque && !rebuild_sign) {
             speed_note = "not fitted: the signal is a motor-current magnitude (unsigned); recalibrate per override";
         } else {
             std::vector<SpeedModelSource> sources;
             std::size_t offset = 0;
-            for (const auto& nom : nominal) {
-                SpeedModelSource src{nom.name, nom.recording, {}};
+            for (std::size_t r = 0; r < nominal.size(); ++r) {
+                const auto& nom = nominal[r];
+                SpeedModelSource src{nom.name, rebuild_sign ? &signed_nominal[r] : nom.recording, {}};
                 src.partners.reserve(nom.recording->size());
                 for (std::size_t i = 0; i < nom.recording->size(); ++i) src.partners.push_back(observed[0][offset + i].partner);
                 offset += nom.recording->size();
                 sources.push_back(std::move(src));
             }
-            profile.speed = fit_speed_model(model, profile.reference, profile.signal, profile.unit, sources, options.gravity);
+            // (the rebuilt signed current is split like a torque)
+            profile.speed = fit_speed_model(model, signed_reference, rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit,
+                                            sources, options.gravity);
             if (!options.removed_coulomb.empty()) {
                 // The still-joint band is the whole dry friction: what the speed model finds on
                 // these recordings and what was taken off them before (the arm model's).
                 for (std::size_t j = 0; j < profile.joints; ++j) profile.speed->coulomb[j] += options.removed_coulomb[j];
                 profile.speed->derivation["coulomb_removed_before"] = options.removed_coulomb;
             }
-            speed_note = "fitted";
+            speed_note = rebuild_sign ? "fitted to the motor current with its sign rebuilt from the kinematics (calibration.current_sign)" : "fitted";
             run_pass();
             // What "the recorded speed" means for the still-joint friction band: the speed
             // estimate's largest excursion on these nominal recordings.
@@ -1121,6 +1152,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
     if (!ka_unscaled.empty()) profile.calibration["ka_unscaled_joints"] = ka_unscaled;
     if (options.detector == DetectorKind::PhaseAware) profile.calibration["speed_model"] = speed_note;
     if (options.detector == DetectorKind::PhaseAware) profile.calibration["payload_model"] = payload_note;
+    if (!current_sign_note.is_null()) profile.calibration["current_sign"] = current_sign_note;
     profile.validate();
     return profile;
 }

@@ -30,7 +30,12 @@ namespace {
 
 // Lever-scaled reference, thesis §4.4: b(j) / l_b(j), divided once before any matching.
 std::vector<std::vector<double>> scaled_reference(const Profile& p) {
-    if (p.method == MatchingMethod::Mdtw) return p.reference.tau;
+    // An unsigned current whose sign calibration rebuilt is matched as sign * |signal|.
+    std::vector<std::vector<double>> tau = p.reference.tau;
+    for (std::size_t j = 0; j < p.current_sign.size(); ++j) {
+        for (std::size_t s = 0; s < tau[j].size(); ++s) tau[j][s] = p.current_sign[j][s] * std::abs(tau[j][s]);
+    }
+    if (p.method == MatchingMethod::Mdtw) return tau;
     const auto& k = *p.kinematics;
     std::vector<std::vector<double>> out(p.joints, std::vector<double>(p.reference.size()));
     std::vector<double> q(p.joints), lever(p.joints);
@@ -39,11 +44,11 @@ std::vector<std::vector<double>> scaled_reference(const Profile& p) {
         equivalent_lever_lengths(k.model, q, k.force, lever);
         for (std::size_t j = 0; j < p.joints; ++j) {
             if (!k.scales(j)) {
-                out[j][s] = p.reference.tau[j][s];
+                out[j][s] = tau[j][s];
                 continue;
             }
             if (lever[j] < k.min_lever) throw NearZeroLeverError(j + 1, s, lever[j], k.min_lever);
-            out[j][s] = p.reference.tau[j][s] / lever[j];
+            out[j][s] = tau[j][s] / lever[j];
         }
     }
     return out;
@@ -81,6 +86,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       levers_(profile_.joints),
       arm_(profile_.arm ? std::make_unique<ArmDeviationFilter>(*profile_.arm) : nullptr),
       arm_deviation_(profile_.joints, 0.0),
+      signed_sample_(profile_.joints, 0.0),
+      newest_sign_(profile_.joints, 1),
       over_(profile_.joints, 0),
       cusum_(profile_.joints, 0.0),
       noise_scale_(profile_.joints, 1.0),
@@ -318,7 +325,31 @@ double Detector::payload_band(std::size_t joint, std::size_t partner, bool scale
 }
 
 AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner) const {
-    return near_deviation(joint, partner, windows_[joint * profile_.window + profile_.window - 1] - correction_[joint]);
+    const double value = windows_[joint * profile_.window + profile_.window - 1];
+    return near_deviation(joint, partner, (reads_flipped(joint, partner) ? -value : value) - correction_[joint]);
+}
+
+std::size_t Detector::kinematic_nearest(std::span<const double> q, std::span<const double> v) {
+    const std::size_t n = profile_.joints;
+    for (std::size_t j = 0; j < n; ++j) {
+        nearest_qr_[j] = profile_.reference.q[j].data();
+        nearest_vr_[j] = reference_velocity_[j].data();
+        nearest_inv_[j] = 1.0 / angle_scale_[j];
+        nearest_q_[j] = q[j];
+        nearest_v_[j] = v[j];
+    }
+    return detail::kinematic_nearest(n, profile_.reference.size(), nearest_qr_.data(), nearest_vr_.data(), nearest_q_.data(),
+                                     nearest_v_.data(), nearest_inv_.data(), speed_ratio_ * reference_dt_);
+}
+
+bool Detector::reads_flipped(std::size_t joint, std::size_t partner) const {
+    // An unsigned current: its newest sample may read either sign, and the one nearer the
+    // reference's range at `partner` (at the current speed) is the one it has there.
+    if (profile_.current_sign.empty()) return false;
+    const double value = windows_[joint * profile_.window + profile_.window - 1];
+    const double as_is = near_deviation(joint, partner, value - correction_[joint]).deviation;
+    const double flipped = near_deviation(joint, partner, -value - correction_[joint]).deviation;
+    return std::abs(flipped) < std::abs(as_is);
 }
 
 AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner, double a) const {
@@ -479,6 +510,21 @@ Decision Detector::update(const Sample& sample) {
         arm_->apply(sample.t, sample.q, sample.tau, arm_deviation_);
         tau = arm_deviation_;
     }
+    // A rebuilt current sign: the magnitudes signed as the reference reads (at the current speed)
+    // where this sample is expected: the sample after the last shared partner, or at a stream's
+    // start the reference sample nearest its pose at rest. Once its shared partner is chosen, the
+    // sign nearer the reference there is taken (below).
+    if (!profile_.current_sign.empty()) {
+        std::fill(nearest_v_.begin(), nearest_v_.end(), 0.0);
+        const std::size_t expected_at = has_shared_ ? std::min(shared_ + 1, profile_.reference.size() - 1)
+                                                    : kinematic_nearest(sample.q, nearest_v_);
+        for (std::size_t j = 0; j < n; ++j) {
+            const double e = expected(j, expected_at);
+            newest_sign_[j] = e > 0 ? 1 : e < 0 ? -1 : profile_.current_sign[j][expected_at];
+            signed_sample_[j] = newest_sign_[j] * std::abs(tau[j]);
+        }
+        tau = signed_sample_;
+    }
 
     // KA-mDTW scales only the newest sample (thesis §4.4: the rest of the window is reused).
     const bool scaled = profile_.method == MatchingMethod::KaMdtw;
@@ -527,6 +573,7 @@ Decision Detector::update(const Sample& sample) {
             ring[head_] = value;  // overwrite the oldest
         }
     }
+    newest_slot_ = head_;
     if (updates_ > 0) head_ = (head_ + 1) % m;
     ++updates_;
 
@@ -636,15 +683,8 @@ Decision Detector::update(const Sample& sample) {
     // ratio, in angle per reference sample) are nearest the sample's.
     // (In vector lanes, detail::kinematic_nearest: the same sums in the same order.)
     const auto consider_kinematic_nearest = [&] {
-        for (std::size_t j = 0; j < n; ++j) {
-            nearest_qr_[j] = profile_.reference.q[j].data();
-            nearest_vr_[j] = reference_velocity_[j].data();
-            nearest_inv_[j] = 1.0 / angle_scale_[j];
-            nearest_q_[j] = sample.q[j];
-            nearest_v_[j] = velocity_[j] * reference_dt_;
-        }
-        consider_candidate(detail::kinematic_nearest(n, n_ref, nearest_qr_.data(), nearest_vr_.data(), nearest_q_.data(),
-                                                     nearest_v_.data(), nearest_inv_.data(), speed_ratio_ * reference_dt_));
+        for (std::size_t j = 0; j < n; ++j) nearest_v_[j] = velocity_[j] * reference_dt_;
+        consider_candidate(kinematic_nearest(sample.q, nearest_v_));
     };
     const bool stream_moved = std::any_of(moved_.begin(), moved_.end(), [](std::uint8_t moved) { return moved != 0; });
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
@@ -733,7 +773,11 @@ Decision Detector::update(const Sample& sample) {
                 const auto signal_distance = [&](std::size_t k) {
                     double distance = 0;
                     for (std::size_t j = 0; j < n; ++j) {
-                        distance += std::abs(windows_[j * m + m - 1] - correction_[j] - expected(j, k)) / noise_scale_[j];
+                        // (an unsigned current: either sign, the nearer)
+                        const double value = windows_[j * m + m - 1];
+                        double d = std::abs(value - correction_[j] - expected(j, k));
+                        if (!profile_.current_sign.empty()) d = std::min(d, std::abs(-value - correction_[j] - expected(j, k)));
+                        distance += d / noise_scale_[j];
                     }
                     return distance;
                 };
@@ -751,6 +795,19 @@ Decision Detector::update(const Sample& sample) {
     }
     shared_ = shared;
     has_shared_ = true;
+    // A rebuilt current sign: the newest sample takes its shared partner's sign (in the window, and
+    // in the ring for the windows to come; a stream's first sample fills the whole ring).
+    for (std::size_t j = 0; j < profile_.current_sign.size(); ++j) {
+        if (!reads_flipped(j, shared)) continue;
+        newest_sign_[j] = static_cast<std::int8_t>(-newest_sign_[j]);
+        auto& ring = rings_[j];
+        if (updates_ == 1) {
+            for (double& x : ring) x = -x;
+        } else {
+            ring[newest_slot_] = -ring[newest_slot_];
+        }
+        windows_[j * m + m - 1] = -windows_[j * m + m - 1];
+    }
     update_speed(shared, sample.q);
     for (std::size_t j = 0; j < n; ++j) {
         // The newest sample against the reference's range around the partner; the limits the

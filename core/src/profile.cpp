@@ -218,6 +218,7 @@ nlohmann::json to_json(const Profile& p) {
                               {"rule1", rule1}};
     }
     if (p.speed) out["speed_model"] = to_json(*p.speed);
+    if (!p.current_sign.empty()) out["current_sign"] = p.current_sign;
     if (p.payload) out["payload_model"] = to_json(*p.payload);
     if (p.arm) out["arm_model"] = to_json(*p.arm);
     if (p.kinematics) {
@@ -311,6 +312,26 @@ Profile profile_from_json(const nlohmann::json& j) {
         if (ph.contains("drift_coulomb_nominal")) s.drift_coulomb_nominal = typed<std::vector<double>>(ph, "drift_coulomb_nominal", "phase_aware");
         if (ph.contains("derivation")) s.derivation = ph.at("derivation");
         p.phase = std::move(s);
+    }
+    if (j.contains("current_sign") && !j.at("current_sign").is_null()) {
+        const auto signs = typed<std::vector<std::vector<int>>>(j, "current_sign", "profile");
+        if (signs.size() != p.joints) {
+            throw std::invalid_argument(fmt::format("current_sign has {} rows; expected {} (one per joint)", signs.size(), p.joints));
+        }
+        p.current_sign.assign(p.joints, std::vector<std::int8_t>());
+        for (std::size_t r = 0; r < signs.size(); ++r) {
+            if (signs[r].size() != p.reference.size()) {
+                throw std::invalid_argument(fmt::format("current_sign[{}] has {} values; expected {} (one per reference sample)", r,
+                                                        signs[r].size(), p.reference.size()));
+            }
+            for (std::size_t k = 0; k < signs[r].size(); ++k) {
+                if (signs[r][k] != 1 && signs[r][k] != -1) {
+                    throw std::invalid_argument(fmt::format("current_sign[{}][{}] is {}; expected 1 or -1", r, k, signs[r][k]));
+                }
+                p.current_sign[r].push_back(static_cast<std::int8_t>(signs[r][k]));
+            }
+        }
+        if (p.signal != SignalKind::Current) throw std::invalid_argument("current_sign is given for a signal that is not a motor current");
     }
     if (j.contains("speed_model") && !j.at("speed_model").is_null()) {
         p.speed = speed_model_from_json(j.at("speed_model"), p.joints, p.reference.size());

@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "test_data.hpp"
 #include "warpguard/calibration.hpp"
@@ -112,6 +114,28 @@ TEST_CASE("calibration refuses recordings that do not fit the reference, naming 
     const NamedRecording wrong_unit[] = {{"amps.csv", &amps}};
     CHECK_THROWS_WITH(calibrate({"reference.csv", &reference_recording()}, wrong_unit, {}),
                       Catch::Contains("amps.csv") && Catch::Contains("current in A"));
+}
+
+TEST_CASE("a rebuilt current sign round-trips through the profile, and a bad one is named", "[calibration][profile]") {
+    Profile p = planar_profile();
+    p.signal = SignalKind::Current;
+    p.unit = SignalUnit::A;
+    p.current_sign.assign(p.joints, std::vector<std::int8_t>(p.reference.size(), 1));
+    p.current_sign[1][3] = -1;
+    const std::string path = "profile_current_sign_test.json";
+    save_profile(p, path);
+    const Profile back = load_profile(path);
+    CHECK(back.current_sign == p.current_sign);
+
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+    j["current_sign"][1][3] = 0;
+    std::ofstream(path) << j.dump();
+    CHECK_THROWS_WITH(load_profile(path), Catch::Contains("current_sign[1][3] is 0") && Catch::Contains("expected 1 or -1"));
+    j["current_sign"][1][3] = 1;
+    j["current_sign"][0].erase(0);
+    std::ofstream(path) << j.dump();
+    CHECK_THROWS_WITH(load_profile(path), Catch::Contains("current_sign[0]") && Catch::Contains("one per reference sample"));
+    std::remove(path.c_str());
 }
 
 TEST_CASE("a profile round-trips through its JSON file", "[calibration][profile]") {

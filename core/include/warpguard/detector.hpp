@@ -223,6 +223,16 @@ private:
     // filter that computes it (causal derivatives, no allocation).
     std::unique_ptr<ArmDeviationFilter> arm_;
     std::vector<double> arm_deviation_;
+    // A rebuilt current sign (Profile::current_sign): the magnitudes signed, the sign each joint's
+    // newest sample was given, and that sample's slot in the rings.
+    std::vector<double> signed_sample_;
+    std::vector<std::int8_t> newest_sign_;
+    std::size_t newest_slot_ = 0;
+    // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
+    // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
+    bool reads_flipped(std::size_t joint, std::size_t partner) const;
+    // The reference sample nearest the sample's joint angles and the velocities `v` (in vector lanes).
+    std::size_t kinematic_nearest(std::span<const double> q, std::span<const double> v);
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
     std::vector<double> cusum_;                    // phase-aware: CUSUM per joint
     std::vector<double> noise_scale_;              // per joint, from the reference: scores the shared partner

@@ -113,6 +113,11 @@ struct Profile {
     // Speed-override model (dynamics.hpp): what of the reference scales with the speed ratio.
     // Optional; calibration adds it when the robot's kinematic model is known.
     std::optional<SpeedModel> speed;
+    // An unsigned motor current's sign per joint and reference sample, where calibration rebuilt it
+    // from the kinematics (dynamics.hpp, rebuild_current_sign): the reference and the speed model
+    // are then in sign * |signal|, and the detector signs each live sample with its partner's sign.
+    // Empty: the signal is matched as recorded.
+    std::vector<std::vector<std::int8_t>> current_sign;
     // Declared-payload model (dynamics.hpp): what a heavier or lighter part than the reference's
     // adds. Calibration adds it when the kinematic model is known and the reference declares its
     // payload; the detector uses it for samples that declare theirs.
