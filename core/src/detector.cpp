@@ -326,7 +326,15 @@ double Detector::payload_band(std::size_t joint, std::size_t partner, bool scale
 
 AbsoluteDifference Detector::near_deviation(std::size_t joint, std::size_t partner) const {
     const double value = windows_[joint * profile_.window + profile_.window - 1];
-    return near_deviation(joint, partner, (reads_flipped(joint, partner) ? -value : value) - correction_[joint]);
+    if (profile_.current_sign.empty()) return near_deviation(joint, partner, value - correction_[joint]);
+    const auto [as_is, flipped] = both_readings(joint, partner);  // an unsigned current: the nearer
+    return {std::abs(flipped) < std::abs(as_is) ? flipped : as_is, partner};
+}
+
+std::pair<double, double> Detector::both_readings(std::size_t joint, std::size_t partner) const {
+    const double value = windows_[joint * profile_.window + profile_.window - 1];
+    const auto [low, high] = partner_range(joint, partner);
+    return {beyond_range(value - correction_[joint], low, high), beyond_range(-value - correction_[joint], low, high)};
 }
 
 std::size_t Detector::kinematic_nearest(std::span<const double> q, std::span<const double> v) {
@@ -346,9 +354,7 @@ bool Detector::reads_flipped(std::size_t joint, std::size_t partner) const {
     // An unsigned current: its newest sample may read either sign, and the one nearer the
     // reference's range at `partner` (at the current speed) is the one it has there.
     if (profile_.current_sign.empty()) return false;
-    const double value = windows_[joint * profile_.window + profile_.window - 1];
-    const double as_is = near_deviation(joint, partner, value - correction_[joint]).deviation;
-    const double flipped = near_deviation(joint, partner, -value - correction_[joint]).deviation;
+    const auto [as_is, flipped] = both_readings(joint, partner);
     return std::abs(flipped) < std::abs(as_is);
 }
 

@@ -231,6 +231,9 @@ private:
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
     // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
     bool reads_flipped(std::size_t joint, std::size_t partner) const;
+    // The newest sample's deviation from the reference's range at `partner`, as it is and with the
+    // other sign.
+    std::pair<double, double> both_readings(std::size_t joint, std::size_t partner) const;
     // The reference sample nearest the sample's joint angles and the velocities `v` (in vector lanes).
     std::size_t kinematic_nearest(std::span<const double> q, std::span<const double> v);
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
