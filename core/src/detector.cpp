@@ -87,7 +87,6 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       arm_(profile_.arm ? std::make_unique<ArmDeviationFilter>(*profile_.arm) : nullptr),
       arm_deviation_(profile_.joints, 0.0),
       signed_sample_(profile_.joints, 0.0),
-      newest_sign_(profile_.joints, 1),
       over_(profile_.joints, 0),
       cusum_(profile_.joints, 0.0),
       noise_scale_(profile_.joints, 1.0),
@@ -526,8 +525,8 @@ Decision Detector::update(const Sample& sample) {
                                                     : kinematic_nearest(sample.q, nearest_v_);
         for (std::size_t j = 0; j < n; ++j) {
             const double e = expected(j, expected_at);
-            newest_sign_[j] = e > 0 ? 1 : e < 0 ? -1 : profile_.current_sign[j][expected_at];
-            signed_sample_[j] = newest_sign_[j] * std::abs(tau[j]);
+            const int sign = e > 0 ? 1 : e < 0 ? -1 : profile_.current_sign[j][expected_at];
+            signed_sample_[j] = sign * std::abs(tau[j]);
         }
         tau = signed_sample_;
     }
@@ -801,11 +800,11 @@ Decision Detector::update(const Sample& sample) {
     }
     shared_ = shared;
     has_shared_ = true;
-    // A rebuilt current sign: the newest sample takes its shared partner's sign (in the window, and
-    // in the ring for the windows to come; a stream's first sample fills the whole ring).
+    // A rebuilt current sign: the newest sample takes the sign that reads nearer the reference at
+    // its shared partner (in the window, and in the ring for the windows to come; a stream's first
+    // sample fills the whole ring).
     for (std::size_t j = 0; j < profile_.current_sign.size(); ++j) {
         if (!reads_flipped(j, shared)) continue;
-        newest_sign_[j] = static_cast<std::int8_t>(-newest_sign_[j]);
         auto& ring = rings_[j];
         if (updates_ == 1) {
             for (double& x : ring) x = -x;

@@ -223,10 +223,9 @@ private:
     // filter that computes it (causal derivatives, no allocation).
     std::unique_ptr<ArmDeviationFilter> arm_;
     std::vector<double> arm_deviation_;
-    // A rebuilt current sign (Profile::current_sign): the magnitudes signed, the sign each joint's
-    // newest sample was given, and that sample's slot in the rings.
+    // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed, and the newest
+    // sample's slot in the rings.
     std::vector<double> signed_sample_;
-    std::vector<std::int8_t> newest_sign_;
     std::size_t newest_slot_ = 0;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
     // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
