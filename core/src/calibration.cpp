@@ -1040,45 +1040,41 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         // kinematics (dynamics.hpp), and the speed model fitted to sign * |signal|, each nominal
         // sample signed with its partner's sign as the detector will sign it.
         const bool rebuild_sign = profile.signal == SignalKind::Current && options.detector == DetectorKind::PhaseAware;
-        std::vector<Recording> signed_nominal;
-        Reference signed_reference = profile.reference;
-        if (rebuild_sign) {
-            CurrentSign rebuilt = rebuild_current_sign(model, profile.reference, options.gravity);
-            profile.current_sign = std::move(rebuilt.sign);
-            current_sign_note = rebuilt.derivation;
-            for (std::size_t j = 0; j < profile.joints; ++j) {
-                for (std::size_t k = 0; k < signed_reference.size(); ++k) {
-                    signed_reference.tau[j][k] = profile.current_sign[j][k] * std::abs(signed_reference.tau[j][k]);
-                }
-            }
-            std::size_t offset = 0;
-            signed_nominal.reserve(nominal.size());
-            for (const auto& nom : nominal) {
-                Recording rec = *nom.recording;
-                for (std::size_t i = 0; i < rec.size(); ++i) {
-                    const std::size_t partner = observed[0][offset + i].partner;
-                    for (std::size_t j = 0; j < profile.joints; ++j) rec.tau[j][i] = profile.current_sign[j][partner] * std::abs(rec.tau[j][i]);
-                }
-                offset += rec.size();
-                signed_nominal.push_back(std::move(rec));
-            }
-        }
         if (profile.signal != SignalKind::Torque && !rebuild_sign) {
             speed_note = "not fitted: the signal is a motor-current magnitude (unsigned); recalibrate per override";
         } else {
             std::vector<SpeedModelSource> sources;
             std::size_t offset = 0;
-            for (std::size_t r = 0; r < nominal.size(); ++r) {
-                const auto& nom = nominal[r];
-                SpeedModelSource src{nom.name, rebuild_sign ? &signed_nominal[r] : nom.recording, {}};
+            for (const auto& nom : nominal) {
+                SpeedModelSource src{nom.name, nom.recording, {}};
                 src.partners.reserve(nom.recording->size());
                 for (std::size_t i = 0; i < nom.recording->size(); ++i) src.partners.push_back(observed[0][offset + i].partner);
                 offset += nom.recording->size();
                 sources.push_back(std::move(src));
             }
+            Reference signed_reference;  // (with a rebuilt sign: the reference in sign * |signal|)
+            std::vector<Recording> signed_nominal;
+            if (rebuild_sign) {
+                CurrentSign rebuilt = rebuild_current_sign(model, profile.reference, options.gravity);
+                profile.current_sign = std::move(rebuilt.sign);
+                current_sign_note = rebuilt.derivation;
+                const auto sign = [&](std::vector<std::vector<double>>& tau, auto&& at) {
+                    for (std::size_t j = 0; j < profile.joints; ++j) {
+                        for (std::size_t k = 0; k < tau[j].size(); ++k) tau[j][k] = profile.current_sign[j][at(k)] * std::abs(tau[j][k]);
+                    }
+                };
+                signed_reference = profile.reference;
+                sign(signed_reference.tau, [](std::size_t k) { return k; });
+                signed_nominal.reserve(sources.size());
+                for (auto& src : sources) {
+                    signed_nominal.push_back(*src.recording);
+                    sign(signed_nominal.back().tau, [&](std::size_t i) { return src.partners[i]; });
+                    src.recording = &signed_nominal.back();
+                }
+            }
             // (the rebuilt signed current is split like a torque)
-            profile.speed = fit_speed_model(model, signed_reference, rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit,
-                                            sources, options.gravity);
+            profile.speed = fit_speed_model(model, rebuild_sign ? signed_reference : profile.reference,
+                                            rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit, sources, options.gravity);
             if (!options.removed_coulomb.empty()) {
                 // The still-joint band is the whole dry friction: what the speed model finds on
                 // these recordings and what was taken off them before (the arm model's).
