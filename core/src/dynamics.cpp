@@ -1210,12 +1210,28 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
             start(fmt::format("acceleration + {} x Coulomb step", c),
                   [&](std::size_t k) { return qdd[j][k] / std::max(peak_acc, 1e-12) + c * step(k); });
         }
-        for (std::size_t k = 0; k < size; ++k) out.sign[j][k] = best_sign(static_cast<Eigen::Index>(k)) > 0 ? 1 : -1;
+        // One sign per joint is free: the fit absorbs it. It is set by physics: the fitted friction
+        // (viscous and Coulomb terms) must take power out of the motion, sum over the reference of
+        // friction torque times velocity > 0. Checked against torque twins of seven simulated arms
+        // (docs/detection.md): right on every joint that moves in its task; a joint that stays
+        // still dissipates nothing and keeps the sign it has (it gets no speed model either).
+        const Eigen::VectorXd pi = solver.solve(y.transpose() * best_sign.cwiseProduct(magnitude));
+        const auto viscous = static_cast<Eigen::Index>(regressor.joint_column(j, 1));
+        const auto coulomb = static_cast<Eigen::Index>(regressor.joint_column(j, 2));
+        double dissipated = 0;
+        for (std::size_t k = 0; k < size; ++k) {
+            const auto r = static_cast<Eigen::Index>(k);
+            dissipated += (y(r, viscous) * pi(viscous) + y(r, coulomb) * pi(coulomb)) * qd[j][k];
+        }
+        const bool flip = dissipated < 0;
+        for (std::size_t k = 0; k < size; ++k) out.sign[j][k] = (best_sign(static_cast<Eigen::Index>(k)) > 0) != flip ? 1 : -1;
         const double total = magnitude.squaredNorm();
         out.derivation["joints"].push_back({{"joint", j + 1},
                                             {"start", best_start},
                                             {"iterations", best_iterations},
-                                            {"residual_share", total > 0 ? best / total : 0.0}});
+                                            {"residual_share", total > 0 ? best / total : 0.0},
+                                            {"friction_power", std::abs(dissipated) / static_cast<double>(size)},
+                                            {"flipped_to_dissipate", flip}});
     }
     return out;
 }

@@ -464,8 +464,10 @@ TEST_CASE("an unsigned current's sign is rebuilt from the kinematics, and the de
     const CurrentSign rebuilt = rebuild_current_sign(robot.kinematics, whole);
     REQUIRE(rebuilt.sign.size() == 6);
     for (std::size_t j = 0; j < 6; ++j) {
-        // Where the current is over 30 % of its peak, the sign is the torque's (up to one sign per
-        // joint, which the fit absorbs).
+        // Where the current is over 30 % of its peak, the sign is the torque's - on a joint that
+        // moves, its one free sign included (the fit absorbs it, the friction's dissipation sets
+        // it); a joint that stays still (joint 5 in this task) dissipates nothing and its free sign
+        // is left open.
         const double peak = *std::max_element(amps.tau[j].begin(), amps.tau[j].end());
         std::size_t same = 0, counted = 0;
         for (std::size_t k = 0; k < amps.size(); ++k) {
@@ -474,7 +476,10 @@ TEST_CASE("an unsigned current's sign is rebuilt from the kinematics, and the de
             same += (rebuilt.sign[j][k] > 0) == (torque.tau[j][k] > 0);
         }
         REQUIRE(counted > 100);
-        const double agree = static_cast<double>(std::max(same, counted - same)) / static_cast<double>(counted);
+        const auto [lowest, highest] = std::minmax_element(amps.q[j].begin(), amps.q[j].end());
+        const bool moves = *highest - *lowest > 0.2;
+        CHECK((moves || j == 4));
+        const double agree = static_cast<double>(moves ? same : std::max(same, counted - same)) / static_cast<double>(counted);
         INFO("joint " << j + 1 << ": " << counted << " samples over 30 % of the peak, sign right on " << 100.0 * agree << " %");
         CHECK(agree > 0.95);
     }
