@@ -144,8 +144,8 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // of 5 % of the joint's peak (kept elsewhere), fit and signs alternated until no sign changes; from
 // several starting guesses (all +1, the sign of the joint velocity, of its acceleration plus a
 // Coulomb step of several sizes), the one with the least residual kept. One sign per joint is free
-// (the fit absorbs it): it is set so that the fitted friction dissipates (friction torque times
-// velocity summed over the reference > 0), which makes the fitted Coulomb friction positive. Measured on the held-out LR Mate-like (docs/detection.md): right on
+// (the fit absorbs it): it is set to the orientation whose fit with viscous and Coulomb friction
+// held >= 0 leaves less unexplained, so that the speed model's fitted friction comes out positive. Measured on the held-out LR Mate-like (docs/detection.md): right on
 // 99.8-100 % of the samples over 30 % of the peak on five of six joints. Throws
 // std::invalid_argument when the reference does not fit the model or is too short to fit.
 struct CurrentSign {
