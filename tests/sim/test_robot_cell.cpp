@@ -566,6 +566,52 @@ TEST_CASE("an unsigned current's free sign per joint is the one whose fitted fri
     }
 }
 
+TEST_CASE("KA-mDTW matches an unsigned current with its rebuilt sign: quiet on nominal cycles of a varying task, the collisions found",
+          "[sim][units][ka]") {
+    // The UR5e-like reporting motor currents in A, its pick-and-place with the part's place varying
+    // (what KA-mDTW is for): the reference's signed current is divided by the lever lengths.
+    RobotDescription robot = ur5e();
+    robot.signal = SignalKind::Current;
+    robot.unit = SignalUnit::A;
+    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    const sim::Task task = ur5e_task(true);
+    const Recording reference = record_cell(robot, task, 4, 61, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 30, 62, 1.0, 0);
+    const Recording nominal = record_cell(robot, task, 10, 63, 1.0, 0);
+    const Recording hits = record_cell(robot, task, 11, 64, 1.0, 10);
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.method = MatchingMethod::KaMdtw;
+    options.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
+                                            kDefaultMinLever, {}};
+    options.dynamics_model = robot.kinematics;
+    const NamedRecording noms{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&noms, 1), options);
+    REQUIRE(profile.method == MatchingMethod::KaMdtw);
+    REQUIRE(profile.current_sign.size() == 6);
+    REQUIRE(profile.kinematics.has_value());
+    // At least one joint is divided by its lever, and its matched reference is the signed current
+    // over the lever: somewhere negative, which a magnitude never is.
+    Detector quiet(profile);
+    std::size_t scaled_and_signed = 0;
+    for (std::size_t j = 0; j < 6; ++j) {
+        if (!profile.kinematics->scales(j)) continue;
+        const auto matched = quiet.reference(j);
+        scaled_and_signed += std::any_of(matched.begin(), matched.end(), [](double v) { return v < 0; });
+    }
+    CHECK(scaled_and_signed >= 1);
+
+    const RunEvaluation clean = evaluate_detector("nominal", nominal, quiet);
+    Detector watch(profile);
+    const RunEvaluation hit = evaluate_detector("collisions", hits, watch);
+    REQUIRE(hit.truth.has_value());
+    INFO("10 nominal cycles: " << clean.events.size() << " stop events; collisions " << hit.truth->detected << " of "
+                               << hit.truth->collisions.size() << " detected");
+    CHECK(clean.events.size() <= 1);
+    CHECK(hit.truth->collisions.size() == 10);
+    CHECK(hit.truth->detected >= 8);
+}
+
 TEST_CASE("at a new override the friction-drift model learns nothing until the speed estimate has settled",
           "[sim][speed]") {
     // A stream at 70 % starts with the speed estimate at 1; while it converges the residual is
