@@ -302,6 +302,10 @@ private:
     // The weight the start value 1 still has in speed_ratio_ (the product of (1 - gain x weight)
     // over its updates): 1 at the start of a stream, falling as the estimate converges.
     double speed_prior_weight_ = 1.0;
+    // The latest clearly moving samples' speed ratios (a ring): a sample whose ratio lies far off
+    // their median is not learned (update_speed). Fixed size: no allocation per sample.
+    std::array<double, 32> speed_recent_{};
+    std::size_t speed_recent_count_ = 0, speed_recent_next_ = 0;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
     // candidate; reference angles and velocities, the sample's, the angle scale's inverse).
