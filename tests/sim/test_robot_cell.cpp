@@ -38,6 +38,29 @@ std::string csv(const Recording& rec) {
     return out.str();
 }
 
+// The sign of an unsigned current rebuilt over a whole recording (every sample its reference).
+CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
+    Reference whole;
+    whole.t = current.t, whole.tau = current.tau, whole.q = current.q;
+    return rebuild_current_sign(model, whole);
+}
+
+// Joint j's samples whose current is over 30 % of its peak, and how many of them the rebuilt sign
+// gives the torque's sign (`torque`: the same motion recorded as a torque).
+struct SignAgreement {
+    std::size_t same = 0, counted = 0;
+};
+SignAgreement sign_agreement(const Recording& current, const Recording& torque, const CurrentSign& rebuilt, std::size_t j) {
+    const double peak = *std::max_element(current.tau[j].begin(), current.tau[j].end());
+    SignAgreement out;
+    for (std::size_t k = 0; k < current.size(); ++k) {
+        if (current.tau[j][k] < 0.3 * peak) continue;
+        ++out.counted;
+        out.same += (rebuilt.sign[j][k] > 0) == (torque.tau[j][k] > 0);
+    }
+    return out;
+}
+
 // `cycles` cycles of `task` at `override_factor`, with `contacts` random collisions of 100-300 N.
 Recording record_cell(const RobotDescription& robot, const sim::Task& task, std::size_t cycles, std::uint64_t seed,
                       double override_factor, std::size_t contacts) {
@@ -459,22 +482,14 @@ TEST_CASE("an unsigned current's sign is rebuilt from the kinematics, and the de
     for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
     const Recording amps = sim::RobotCell(robot, task, options).record(4);
     REQUIRE(amps.size() == torque.size());
-    Reference whole;
-    whole.t = amps.t, whole.tau = amps.tau, whole.q = amps.q;
-    const CurrentSign rebuilt = rebuild_current_sign(robot.kinematics, whole);
+    const CurrentSign rebuilt = rebuild_whole(robot.kinematics, amps);
     REQUIRE(rebuilt.sign.size() == 6);
     for (std::size_t j = 0; j < 6; ++j) {
         // Where the current is over 30 % of its peak, the sign is the torque's - on a joint that
         // moves, its one free sign included (the fit absorbs it, non-negative friction sets it); a
         // joint that stays still (joint 5 in this task) shows no friction and its free sign is left
         // open.
-        const double peak = *std::max_element(amps.tau[j].begin(), amps.tau[j].end());
-        std::size_t same = 0, counted = 0;
-        for (std::size_t k = 0; k < amps.size(); ++k) {
-            if (amps.tau[j][k] < 0.3 * peak) continue;
-            ++counted;
-            same += (rebuilt.sign[j][k] > 0) == (torque.tau[j][k] > 0);
-        }
+        const auto [same, counted] = sign_agreement(amps, torque, rebuilt, j);
         REQUIRE(counted > 100);
         const auto [lowest, highest] = std::minmax_element(amps.q[j].begin(), amps.q[j].end());
         const bool moves = *highest - *lowest > 0.2;
@@ -541,21 +556,13 @@ TEST_CASE("an unsigned current's free sign per joint is the one whose fitted fri
             robot.unit = SignalUnit::Percent;
             const Recording current = sim::RobotCell(robot, task, options).record(3);
             REQUIRE(current.size() == torque.size());
-            Reference whole;
-            whole.t = current.t, whole.tau = current.tau, whole.q = current.q;
-            const CurrentSign rebuilt = rebuild_current_sign(robot.kinematics, whole);
+            const CurrentSign rebuilt = rebuild_whole(robot.kinematics, current);
             std::size_t moving = 0;
             for (std::size_t j = 0; j < robot.dof(); ++j) {
                 const auto [lowest, highest] = std::minmax_element(current.q[j].begin(), current.q[j].end());
-                if (*highest - *lowest < 0.05) continue;  // a joint that stays still dissipates nothing
+                if (*highest - *lowest < 0.05) continue;  // a joint that stays still shows no friction
                 ++moving;
-                const double peak = *std::max_element(current.tau[j].begin(), current.tau[j].end());
-                std::size_t same = 0, counted = 0;
-                for (std::size_t k = 0; k < current.size(); ++k) {
-                    if (current.tau[j][k] < 0.3 * peak) continue;
-                    ++counted;
-                    same += (rebuilt.sign[j][k] > 0) == (torque.tau[j][k] > 0);
-                }
+                const auto [same, counted] = sign_agreement(current, torque, rebuilt, j);
                 INFO(name << " " << kind << ", joint " << j + 1 << ": the torque's sign on " << same << " of " << counted
                           << " samples over 30 % of the peak");
                 REQUIRE(counted > 50);
