@@ -38,6 +38,17 @@ std::string csv(const Recording& rec) {
     return out.str();
 }
 
+// Calibration options for KA-mDTW with 3 reference cycles, the force straight down in the base
+// frame (a carried part's weight).
+CalibrationOptions ka_calibration(const RobotDescription& robot) {
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.method = MatchingMethod::KaMdtw;
+    options.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
+                                            kDefaultMinLever, {}};
+    return options;
+}
+
 // The sign of an unsigned current rebuilt over a whole recording (every sample its reference).
 CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
     Reference whole;
@@ -96,21 +107,23 @@ HeavierPartRuns record_heavier_part_runs(const RobotDescription& robot, const si
 }
 
 
-// The IRB120-like pick-and-place: its robot, task, and a default profile with the speed model,
-// calibrated at 100 % (reference 7 cycles, seed 51; 12 calibration cycles, seed 52).
+// A default profile with the speed model, calibrated at 100 %: reference 7 cycles (seed), 12
+// calibration cycles (seed + 1), 3 reference cycles.
+Profile speed_profile(const RobotDescription& robot, const sim::Task& task, std::uint64_t seed) {
+    const Recording reference = record_cell(robot, task, 7, seed, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 12, seed + 1, 1.0, 0);
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.dynamics_model = robot.kinematics;
+    const NamedRecording nominal{"calibration", &calibration};
+    return calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+}
+
+// The IRB120-like pick-and-place: its robot, task, and its speed_profile (seeds 51, 52).
 struct Irb120Speed {
     RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
     sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-pick-and-place.json", 6);
-    Profile profile;
-    Irb120Speed() {
-        const Recording reference = record_cell(robot, task, 7, 51, 1.0, 0);
-        const Recording calibration = record_cell(robot, task, 12, 52, 1.0, 0);
-        CalibrationOptions options;
-        options.reference_cycles = 3;
-        options.dynamics_model = robot.kinematics;
-        const NamedRecording nominal{"calibration", &calibration};
-        profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
-    }
+    Profile profile = speed_profile(robot, task, 51);
 };
 
 }  // namespace
@@ -586,11 +599,7 @@ TEST_CASE("KA-mDTW matches an unsigned current with its rebuilt sign: quiet on n
     const Recording calibration = record_cell(robot, task, 30, 62, 1.0, 0);
     const Recording nominal = record_cell(robot, task, 10, 63, 1.0, 0);
     const Recording hits = record_cell(robot, task, 11, 64, 1.0, 10);
-    CalibrationOptions options;
-    options.reference_cycles = 3;
-    options.method = MatchingMethod::KaMdtw;
-    options.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
-                                            kDefaultMinLever, {}};
+    CalibrationOptions options = ka_calibration(robot);
     options.dynamics_model = robot.kinematics;
     const NamedRecording noms{"calibration", &calibration};
     const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&noms, 1), options);
@@ -628,14 +637,8 @@ TEST_CASE("a motion that does not follow the override does not pull the speed es
     const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
     const RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
     const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
-    const Recording reference = record_cell(robot, task, 7, 71, 1.0, 0);
-    const Recording calibration = record_cell(robot, task, 12, 72, 1.0, 0);
+    const Profile profile = speed_profile(robot, task, 71);
     const Recording slow = record_cell(robot, task, 8, 73, 0.8, 0);
-    CalibrationOptions options;
-    options.reference_cycles = 3;
-    options.dynamics_model = robot.kinematics;
-    const NamedRecording nominal{"calibration", &calibration};
-    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
     REQUIRE(profile.speed.has_value());
     Detector detector(profile);
     std::vector<double> tau(6), q(6);
@@ -918,11 +921,7 @@ TEST_CASE("KA-mDTW keeps the reference's part and takes off only a declared heav
     const Recording &reference = runs.reference, &calibration = runs.calibration, &heavy = runs.heavy, &heavy_hits = runs.heavy_hits;
     const Recording same = record_cell(robot, task, 10, 55, 1.0, 0);
 
-    CalibrationOptions options;
-    options.reference_cycles = 3;
-    options.method = MatchingMethod::KaMdtw;
-    options.kinematics = KinematicsSettings{robot.kinematics, ForceDirection::make(ForceDirection::Frame::Base, Eigen::Vector3d(0, 0, -1)),
-                                            kDefaultMinLever, {}};
+    CalibrationOptions options = ka_calibration(robot);
     const NamedRecording nominal{"calibration", &calibration};
     const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
     REQUIRE(profile.payload.has_value());
