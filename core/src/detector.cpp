@@ -610,7 +610,6 @@ Decision Detector::update(const Sample& sample) {
             ring[head_] = value;  // overwrite the oldest
         }
     }
-    newest_slot_ = head_;
     if (updates_ > 0) head_ = (head_ + 1) % m;
     ++updates_;
 
@@ -841,7 +840,8 @@ Decision Detector::update(const Sample& sample) {
         if (updates_ == 1) {
             for (double& x : ring) x = -x;
         } else {
-            ring[newest_slot_] = -ring[newest_slot_];
+            const std::size_t newest = (head_ + m - 1) % m;  // the slot written before head_ moved on
+            ring[newest] = -ring[newest];
         }
         windows_[j * m + m - 1] = -windows_[j * m + m - 1];
     }

@@ -223,10 +223,8 @@ private:
     // filter that computes it (causal derivatives, no allocation).
     std::unique_ptr<ArmDeviationFilter> arm_;
     std::vector<double> arm_deviation_;
-    // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed, and the newest
-    // sample's slot in the rings.
+    // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed.
     std::vector<double> signed_sample_;
-    std::size_t newest_slot_ = 0;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
     // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
     bool reads_flipped(std::size_t joint, std::size_t partner) const;
