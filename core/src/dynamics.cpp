@@ -1147,17 +1147,12 @@ double nonnegative_residual(const Eigen::MatrixXd& normal, const Eigen::VectorXd
             for (std::size_t i = 0; i < nonnegative.size(); ++i) held |= (zero >> i & 1) && static_cast<Eigen::Index>(nonnegative[i]) == c;
             if (!held) keep.push_back(c);
         }
-        const auto n = static_cast<Eigen::Index>(keep.size());
-        Eigen::MatrixXd reduced(n, n);
-        Eigen::VectorXd r(n);
-        for (Eigen::Index a = 0; a < n; ++a) {
-            r(a) = rhs(keep[static_cast<std::size_t>(a)]);
-            for (Eigen::Index b = 0; b < n; ++b) reduced(a, b) = normal(keep[static_cast<std::size_t>(a)], keep[static_cast<std::size_t>(b)]);
-        }
+        const Eigen::MatrixXd reduced = normal(keep, keep);
+        const Eigen::VectorXd r = rhs(keep);
         const Eigen::VectorXd x = reduced.ldlt().solve(r);
         bool feasible = true;
-        for (Eigen::Index a = 0; a < n; ++a) {
-            for (const std::size_t c : nonnegative) feasible &= !(keep[static_cast<std::size_t>(a)] == static_cast<Eigen::Index>(c) && x(a) < 0);
+        for (std::size_t a = 0; a < keep.size(); ++a) {
+            for (const std::size_t c : nonnegative) feasible &= !(keep[a] == static_cast<Eigen::Index>(c) && x(static_cast<Eigen::Index>(a)) < 0);
         }
         if (feasible) least = std::min(least, bb - x.dot(r));
     }
