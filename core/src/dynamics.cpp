@@ -538,6 +538,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     for (std::size_t j = 0; j < n; ++j) smooth_derivatives(reference.t, reference.q[j], kDerivativeHalfWidth, ref_vel[j], ref_acc[j]);
     std::vector<std::uint32_t> stretch(m, 0);
     std::size_t stretches = 1;
+    double moving = 0;  // summed squared joint velocity above which the robot moves
     {
         std::vector<double> motion(m, 0.0);
         for (std::size_t k = 0; k < m; ++k) {
@@ -546,7 +547,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         std::vector<double> sorted = motion;
         const auto at = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() * 95 / 100);
         std::nth_element(sorted.begin(), at, sorted.end());
-        const double moving = 1e-3 * *at;
+        moving = 1e-3 * *at;
         std::size_t run_start = 0;
         bool state = m > 0 && motion[0] > moving;
         std::uint32_t id = 0;
@@ -572,6 +573,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     for (const auto& src : nominal) total += src.recording ? src.recording->size() : 0;
     if (total == 0) throw std::invalid_argument("the speed model's nominal recordings have no samples");
     const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / max_rows);
+    std::size_t resting_rows = 0;  // rows left out: the robot at rest
     Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(base));
     std::vector<double> q(n), qd(n), qdd(n);
     const auto load_column = [&](std::size_t p) { return regressor.link_column(n - 1, p); };
@@ -584,6 +586,20 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             throw std::invalid_argument(fmt::format("{}: {} partners for {} samples", src.name, src.partners.size(), rec.size()));
         }
         for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
+            // Only samples where the robot moves (the reference's criterion above): at rest the
+            // inertial and viscous parts are 0 whatever the parameters, and what a robot at rest
+            // reads beyond gravity is the task's own (a press, a screwdriver's reaction), which
+            // no parameter of the arm explains; fitted along, such samples bend the shared
+            // parameters and with them the split of the moves (measured, docs/detection.md).
+            double motion = 0;
+            for (std::size_t j = 0; j < n; ++j) {
+                const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+                motion += v * v;
+            }
+            if (!(motion > moving)) {
+                ++resting_rows;
+                return;
+            }
             const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
             const auto block = static_cast<Eigen::Index>(base + per_load * load);
             ++stretch_rows[load];
@@ -624,7 +640,9 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         }
     }
     if (ne[0].rows < cols) {
-        throw std::invalid_argument(fmt::format("the speed model needs at least {} nominal samples, got {}", cols, ne[0].rows));
+        throw std::invalid_argument(fmt::format("the speed model needs at least {} nominal samples where the robot moves, got {} "
+                                                "({} at rest left out)",
+                                                cols, ne[0].rows, resting_rows));
     }
 
     SpeedModel out;
@@ -716,6 +734,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                       {"scale_reference_joint", fitted.percent ? nlohmann::json(fitted.scale_reference + 1) : nlohmann::json(nullptr)},
                       {"scale_steps", fitted.scale_steps},
                       {"samples", ne[0].rows},
+                      {"resting_samples_left_out", resting_rows},
                       {"load_stretches", stretches},
                       {"thin_stretches", thin_stretches},
                       {"stride", stride},
