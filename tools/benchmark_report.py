@@ -21,7 +21,8 @@ VARIANTS = [("nominal", "collisions", "nominal (payload 1x, 100 %)"),
             ("override70-nominal", "override70-collisions", "speed override 70 %"),
             ("drift30-nominal", "drift30-collisions", "friction drift +30 %"),
             ("payload2x-nominal", "payload2x-collisions", "payload 2x"),
-            ("assembly-nominal", "assembly-collisions", "contact task: snap-fit + screwing (own profile)")]
+            ("assembly-nominal", "assembly-collisions", "contact task: snap-fit + screwing (own profile)"),
+            ("assembly-override70-nominal", "assembly-override70-collisions", "contact task at 70 % override (own profile)")]
 COMMAND = "bash scripts/benchmark-suite.sh"
 
 
@@ -173,7 +174,8 @@ def main():
              "cycles, 100 cycles with one collision each (20–300 N log-uniform, links 2–6, half impacts of",
              "10–50 ms and half pushes ramping over 0.2–1 s, random phase, point and direction), and the",
              "variants below (50 nominal + 50 collision cycles each; the assembly task 100 + 50 with its own",
-             "reference and 50 calibration cycles). Every recording carries the payload the task program declares",
+             "reference and 50 calibration cycles, and 50 + 50 at 70 % override judged by that same profile: the",
+             "moves slow down, the presses and waits keep their durations). Every recording carries the payload the task program declares",
              "(column `payload`; *payload 2x*: a part twice as heavy, declared as such). It calibrates two",
              "detectors on each robot's own calibration",
              "cycles (`warpguard calibrate --detector ...`) and evaluates every recording with both",
