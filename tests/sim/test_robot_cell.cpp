@@ -822,6 +822,46 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
     CHECK(hits.truth->detected >= 9);
 }
 
+// A contact task (snap-fit at three poses, then screwing) calibrated at 100 % and run at 80 %: the
+// moves slow down, the presses and waits keep their durations. The speed model is fitted on the
+// samples where the robot moves; fitted on every sample, the presses (the robot stands while it
+// presses) bent the shared parameters and gave the moves a wrong inertial part (the suite's
+// IRB120-like assembly at 80 %: 374 stop events in 30 cycles, every cycle stopped; docs/detection.md).
+TEST_CASE("a contact task calibrated at 100 % runs on at 80 % override — collisions still stop", "[sim][speed][contact-task]") {
+    const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-assembly.json", 6);
+    const Recording reference = record_cell(robot, task, 7, 81, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 20, 82, 1.0, 0);
+    const Recording slow = record_cell(robot, task, 8, 83, 0.8, 0);
+    const Recording slow_hits = record_cell(robot, task, 9, 84, 0.8, 8);
+
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.dynamics_model = robot.kinematics;
+    options.arm_from_nominal = true;  // as `warpguard calibrate --model` does
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE(profile.arm.has_value());
+    REQUIRE(profile.speed.has_value());
+    const std::size_t resting = profile.speed->derivation.at("resting_samples_left_out").get<std::size_t>();
+    const std::size_t fitted = profile.speed->derivation.at("samples").get<std::size_t>();
+    INFO("speed model: " << fitted << " moving samples fitted, " << resting << " at rest left out");
+    CHECK(resting > fitted / 4);  // the task stands for its presses and waits
+
+    Detector detector(profile);
+    const RunEvaluation run = evaluate_detector("80 %", slow, detector);
+    INFO("8 nominal cycles at 80 %: " << run.events.size() << " stop events; estimated speed ratio " << detector.speed_ratio());
+    CHECK(run.events.size() <= 1);
+    CHECK(detector.speed_ratio() == Approx(0.8).margin(0.03));
+
+    Detector hits_detector(profile);
+    const RunEvaluation hits = evaluate_detector("80 % with collisions", slow_hits, hits_detector);
+    REQUIRE(hits.truth.has_value());
+    INFO("collisions at 80 %: " << hits.truth->detected << " of " << hits.truth->collisions.size() << " detected");
+    CHECK(hits.truth->collisions.size() == 8);
+    CHECK(hits.truth->detected >= 7);
+}
+
 TEST_CASE("a declared heavier part is expected from the kinematics: nominal cycles run on, collisions still stop",
           "[sim][payload]") {
     const RobotDescription robot = ur5e();
@@ -1122,8 +1162,11 @@ TEST_CASE("with torques in percent of each joint's rated torque the speed model 
         const double rms_nm = split_error_at_70(d, nm, j).first, rms_per_joint = split_error_at_70(d, per_joint, j).first;
         INFO("joint " << j + 1 << ": true change at 70 % rms " << rms_truth << " Nm; error of the split: percent with factors "
                       << rms_scaled << " Nm, Nm " << rms_nm << " Nm, per joint " << rms_per_joint << " Nm");
+        // Measured (joints 2 / 3, Nm): percent with factors 0.072 / 0.063, Nm 0.061 / 0.049, per joint
+        // 0.155 / 0.244 since the speed model is fitted on the samples where the robot moves
+        // (2026-11-29); on every sample 0.063 / 0.045, 0.057 / 0.044, 0.138 / 0.127.
         CHECK(rms_scaled < 0.6 * rms_per_joint);
-        CHECK(rms_scaled < 1.25 * rms_nm);
+        CHECK(rms_scaled < 1.4 * rms_nm);
         CHECK(rms_scaled < rms_truth);
     }
 }
@@ -1205,9 +1248,12 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
               << cusum_before[j] << " -> " << cusum_after[j] << "\n";
     }
     INFO("at 70 %, without -> with the band:\n" << table.str());
-    // Joint 5 (measured: CUSUM 0.79 -> 0.28 of its limit, held ratio 0.36 -> 0.29) is where the
-    // benchmark's false stops were; the closest any joint comes to its CUSUM limit drops with it.
-    CHECK(cusum_after[4] < 0.5 * cusum_before[4]);
+    // Joint 5 is where the benchmark's false stops were (measured with the speed model fitted on
+    // every sample: CUSUM 0.79 -> 0.28 of its limit, held ratio 0.36 -> 0.29; fitted on the samples
+    // where the robot moves, since 2026-11-29, the model alone keeps it at 0.23 and the band takes
+    // it to 0.22, held ratio 0.37 -> 0.35); the closest any joint comes to its CUSUM limit drops
+    // with it.
+    CHECK(cusum_after[4] < cusum_before[4]);
     CHECK(held_after[4] < held_before[4]);
     CHECK(*std::max_element(cusum_after.begin(), cusum_after.end()) < 0.75 * *std::max_element(cusum_before.begin(), cusum_before.end()));
     const RunEvaluation after = run(with_band, slow);
@@ -1231,6 +1277,15 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     Profile without_unexplained = tight;
     without_unexplained.speed->unexplained.clear();
     const RunEvaluation unexplained_off = run(without_unexplained, slow);
+    const auto [held_tight, cusum_tight] = closest(tight);
+    const auto [held_tight_off, cusum_tight_off] = closest(without_unexplained);
+    const double closest_tight = *std::max_element(cusum_tight.begin(), cusum_tight.end());
+    const double closest_tight_off = *std::max_element(cusum_tight_off.begin(), cusum_tight_off.end());
+    const double held_max = *std::max_element(held_tight.begin(), held_tight.end());
+    const double held_max_off = *std::max_element(held_tight_off.begin(), held_tight_off.end());
+    INFO("tight thresholds, largest CUSUM / limit without -> with the model-error band: " << closest_tight_off << " -> "
+                                                                                          << closest_tight << ", largest held ratio "
+                                                                                          << held_max_off << " -> " << held_max);
     INFO("calibrated margin " << with_band.phase->margin << ", CUSUM limit " << with_band.phase->cusum_limit << "; tight "
                               << tight.phase->margin << ", " << tight.phase->cusum_limit);
     INFO("10 nominal cycles at 70 %: " << after.events.size() << " stop events with the bands; with tight thresholds "
@@ -1245,7 +1300,11 @@ TEST_CASE("off the recorded speed a still joint's dry-friction band keeps 70 % c
     INFO("stop events with tight thresholds and the bands:\n" << tight_events.str());
     CHECK(after.events.empty());
     CHECK(tight_after.events.empty());
-    CHECK(unexplained_off.events.size() >= 2);
+    // Measured with the speed model fitted on every sample: 3 stop events without the model-error
+    // band. Fitted on the moving samples the split is close enough that there are none; the band
+    // still takes the run farther from its limits.
+    CHECK(unexplained_off.events.size() >= tight_after.events.size());
+    CHECK(closest_tight + held_max < closest_tight_off + held_max_off);
 
     const RunEvaluation hits = run(with_band, slow_hits);
     REQUIRE(hits.truth.has_value());
