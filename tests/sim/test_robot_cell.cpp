@@ -827,6 +827,8 @@ TEST_CASE("the speed model from 100 % recordings keeps nominal cycles at 70 % ov
 // samples where the robot moves; fitted on every sample, the presses (the robot stands while it
 // presses) bent the shared parameters and gave the moves a wrong inertial part (the suite's
 // IRB120-like assembly at 80 %: 374 stop events in 30 cycles, every cycle stopped; docs/detection.md).
+// This test with the fit on every sample: 2 stop events in these 8 cycles (20 calibration cycles give
+// wider thresholds than the suite's 50).
 TEST_CASE("a contact task calibrated at 100 % runs on at 80 % override — collisions still stop", "[sim][speed][contact-task]") {
     const RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/irb120-like.json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/irb120-like-assembly.json", 6);
@@ -843,7 +845,7 @@ TEST_CASE("a contact task calibrated at 100 % runs on at 80 % override — colli
     const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
     REQUIRE(profile.arm.has_value());
     REQUIRE(profile.speed.has_value());
-    const std::size_t resting = profile.speed->derivation.at("resting_samples_left_out").get<std::size_t>();
+    const std::size_t resting = profile.speed->derivation.value("resting_samples_left_out", std::size_t{0});
     const std::size_t fitted = profile.speed->derivation.at("samples").get<std::size_t>();
     INFO("speed model: " << fitted << " moving samples fitted, " << resting << " at rest left out");
     CHECK(resting > fitted / 4);  // the task stands for its presses and waits
