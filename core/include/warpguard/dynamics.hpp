@@ -130,9 +130,11 @@ struct SpeedModelSource {
 // copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
 enum class ParameterSharing { ByUnit, PerJoint };
 
-// Fits the per-joint dynamics to the nominal recordings (at most `max_rows` samples, evenly spread)
-// and evaluates the split on the reference. Throws std::invalid_argument when the model does not
-// fit the robot (joint count), the signal is unsigned (motor-current magnitude) or there is no data.
+// Fits the per-joint dynamics to the nominal recordings (at most `max_rows` samples, evenly spread,
+// of which those where the robot rests are left out: at rest the split is 0 whatever the
+// parameters, and a task may press there) and evaluates the split on the reference. Throws
+// std::invalid_argument when the model does not fit the robot (joint count), the signal is
+// unsigned (motor-current magnitude) or there are too few moving samples.
 // `gravity` in the model's base frame (default: an upright robot, base z up).
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
