@@ -1073,8 +1073,12 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                 }
             }
             // (the rebuilt signed current is split like a torque)
+            // (a rebuilt sign was fitted over every reference sample: the speed model keeps them all
+            // too; RestSamples, dynamics.hpp)
             profile.speed = fit_speed_model(model, rebuild_sign ? signed_reference : profile.reference,
-                                            rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit, sources, options.gravity);
+                                            rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit, sources, options.gravity,
+                                            60000, ParameterSharing::ByUnit,
+                                            rebuild_sign ? RestSamples::Keep : RestSamples::LeaveOut);
             if (!options.removed_coulomb.empty()) {
                 // The still-joint band is the whole dry friction: what the speed model finds on
                 // these recordings and what was taken off them before (the arm model's).

@@ -518,7 +518,7 @@ nlohmann::json joint_fit_report(const std::vector<NormalEquations>& ne, const Fi
 
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity, std::size_t max_rows,
-                           ParameterSharing sharing) {
+                           ParameterSharing sharing, RestSamples rest) {
     const std::size_t n = model.dof();
     if (reference.tau.size() != n) {
         throw std::invalid_argument(fmt::format("the kinematic model has {} joints; the reference has {}", n, reference.tau.size()));
@@ -586,17 +586,18 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             throw std::invalid_argument(fmt::format("{}: {} partners for {} samples", src.name, src.partners.size(), rec.size()));
         }
         for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
-            // Only samples where the robot moves (the reference's criterion above): at rest the
-            // inertial and viscous parts are 0 whatever the parameters, and what a robot at rest
-            // reads beyond gravity is the task's own (a press, a screwdriver's reaction), which
-            // no parameter of the arm explains; fitted along, such samples bend the shared
-            // parameters and with them the split of the moves (measured, docs/detection.md).
+            // RestSamples::LeaveOut: only samples where the robot moves (the reference's criterion
+            // above): at rest the inertial and viscous parts are 0 whatever the parameters, and
+            // what a robot at rest reads beyond gravity is the task's own (a press, a
+            // screwdriver's reaction), which no parameter of the arm explains; fitted along, such
+            // samples bend the shared parameters and with them the split of the moves (measured,
+            // docs/detection.md).
             double motion = 0;
             for (std::size_t j = 0; j < n; ++j) {
                 const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
                 motion += v * v;
             }
-            if (!(motion > moving)) {
+            if (rest == RestSamples::LeaveOut && !(motion > moving)) {
                 ++resting_rows;
                 return;
             }
@@ -734,7 +735,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                       {"scale_reference_joint", fitted.percent ? nlohmann::json(fitted.scale_reference + 1) : nlohmann::json(nullptr)},
                       {"scale_steps", fitted.scale_steps},
                       {"samples", ne[0].rows},
-                      {"resting_samples_left_out", resting_rows},
+                      {"resting_samples_left_out", rest == RestSamples::LeaveOut ? nlohmann::json(resting_rows) : nlohmann::json(nullptr)},
                       {"load_stretches", stretches},
                       {"thin_stretches", thin_stretches},
                       {"stride", stride},

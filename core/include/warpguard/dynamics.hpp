@@ -130,15 +130,24 @@ struct SpeedModelSource {
 // copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
 enum class ParameterSharing { ByUnit, PerJoint };
 
+// Which nominal samples the speed model is fitted on. LeaveOut: only those where the robot moves
+// (summed squared joint velocity over 10^-3 of its 95th percentile on the reference): at rest the
+// split is 0 whatever the parameters, and a task may press there, which bent the fit (a contact
+// task at another override stopped every cycle; docs/detection.md). Keep: every sample, for a
+// motor current whose sign was rebuilt by a fit over every reference sample (rebuild_current_sign):
+// fitted on the moving samples alone, the held-out LR Mate-like's screwdriver joint got a wrong
+// split and its 80 % run stopped in 60 of 100 cycles (1 event with Keep).
+enum class RestSamples { Keep, LeaveOut };
+
 // Fits the per-joint dynamics to the nominal recordings (at most `max_rows` samples, evenly spread,
-// of which those where the robot rests are left out: at rest the split is 0 whatever the
-// parameters, and a task may press there) and evaluates the split on the reference. Throws
-// std::invalid_argument when the model does not fit the robot (joint count), the signal is
-// unsigned (motor-current magnitude) or there are too few moving samples.
+// `rest` says which) and evaluates the split on the reference. Throws std::invalid_argument when
+// the model does not fit the robot (joint count), the signal is unsigned (motor-current magnitude)
+// or there are too few samples.
 // `gravity` in the model's base frame (default: an upright robot, base z up).
 SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, SignalKind signal, SignalUnit unit,
                            std::span<const SpeedModelSource> nominal, const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81),
-                           std::size_t max_rows = 60000, ParameterSharing sharing = ParameterSharing::ByUnit);
+                           std::size_t max_rows = 60000, ParameterSharing sharing = ParameterSharing::ByUnit,
+                           RestSamples rest = RestSamples::LeaveOut);
 
 // The sign of the torque behind an unsigned motor current (a magnitude), per joint and reference
 // sample, rebuilt with the robot's kinematics: per joint the rigid-body regressor is fitted to
