@@ -641,9 +641,11 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         }
     }
     if (ne[0].rows < cols) {
-        throw std::invalid_argument(fmt::format("the speed model needs at least {} nominal samples where the robot moves, got {} "
-                                                "({} at rest left out)",
-                                                cols, ne[0].rows, resting_rows));
+        throw std::invalid_argument(rest == RestSamples::LeaveOut
+                                        ? fmt::format("the speed model needs at least {} nominal samples where the robot moves, got {} "
+                                                      "({} at rest left out)",
+                                                      cols, ne[0].rows, resting_rows)
+                                        : fmt::format("the speed model needs at least {} nominal samples, got {}", cols, ne[0].rows));
     }
 
     SpeedModel out;
