@@ -1072,9 +1072,8 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                     src.recording = &signed_nominal.back();
                 }
             }
-            // (the rebuilt signed current is split like a torque)
-            // (a rebuilt sign was fitted over every reference sample: the speed model keeps them all
-            // too; RestSamples, dynamics.hpp)
+            // (the rebuilt signed current is split like a torque; its sign was fitted over every
+            // reference sample, so the speed model keeps every sample too: RestSamples, dynamics.hpp)
             profile.speed = fit_speed_model(model, rebuild_sign ? signed_reference : profile.reference,
                                             rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit, sources, options.gravity,
                                             60000, ParameterSharing::ByUnit,

@@ -592,14 +592,16 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             // screwdriver's reaction), which no parameter of the arm explains; fitted along, such
             // samples bend the shared parameters and with them the split of the moves (measured,
             // docs/detection.md).
-            double motion = 0;
-            for (std::size_t j = 0; j < n; ++j) {
-                const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
-                motion += v * v;
-            }
-            if (rest == RestSamples::LeaveOut && !(motion > moving)) {
-                ++resting_rows;
-                return;
+            if (rest == RestSamples::LeaveOut) {
+                double motion = 0;  // the viscous columns hold the joint velocities
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+                    motion += v * v;
+                }
+                if (!(motion > moving)) {
+                    ++resting_rows;
+                    return;
+                }
             }
             const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
             const auto block = static_cast<Eigen::Index>(base + per_load * load);
