@@ -825,7 +825,9 @@ Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::sp
     for (const auto& r : unloaded) runs.push_back(&r);
     CalibrationOptions inner = options;
     inner.arm_from_nominal = false;
-    inner.arm = fit_arm_dynamics(model, runs, options.gravity);
+    // The recordings are the task's own: where the robot stands it may hold a process force (a
+    // press, a screw), so the arm is fitted where it moves (RestSamples, dynamics.hpp).
+    inner.arm = fit_arm_dynamics(model, runs, options.gravity, 60000, RestSamples::LeaveOut);
     inner.arm->derivation["fitted_on"] = fmt::format("the {} nominal recording(s) of the calibration, not a dry run", nominal.size());
     inner.arm->derivation["payload"] = payload_note;
     Profile profile = calibrate(reference, nominal, inner);

@@ -780,10 +780,17 @@ Decision Detector::update(const Sample& sample) {
         // move: the torque 3.45 Nm off on joint 1 for the 2 samples before a joint left rest; the
         // score keeps the partner in the standstill until the signals favour the move). Offered
         // from every standstill, it tightened the calibrated limits more than held-out cycles
-        // bore out (UR5e-like pick-and-place: 6 false stops in 200 held-out cycles).
+        // bore out (UR5e-like pick-and-place: 6 false stops in 200 held-out cycles). The
+        // standstill's end is where the reference's smoothed velocity (+- kDerivativeHalfWidth
+        // samples) marks motion, up to that many samples before the angles move; the sample's own
+        // velocity is a two-sample difference, so the samples up to the real onset are candidates
+        // too (VP-6242-like contact task: as the screwdriver let go, the wrist's first moving
+        // sample read between the plateau and the release; the partner stayed 13 samples back in
+        // the standstill, off by 17 % against a threshold of 2.6 %, a CUSUM stop).
         const bool ends_reference = !reference_moving_.empty() && standstill_end_[shared_] < shared_;
         if (!reference_moving_.empty() && !reference_moving_[shared_] && (robot_starting || ends_reference)) {
             consider_candidate(standstill_end_[shared_]);
+            for (std::size_t d = 1; d <= kDerivativeHalfWidth; ++d) consider_candidate(standstill_end_[shared_] + d);
         }
         if (carrying_known && carrying_now != (reference_payload_[shared_] > 0.0)) {
             consider_candidate(payload_next_[shared_]);

@@ -755,7 +755,7 @@ void choose_causal_estimator(ArmDynamics& arm, std::span<const Recording* const>
 }  // namespace
 
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs, const Eigen::Vector3d& gravity,
-                             std::size_t max_rows) {
+                             std::size_t max_rows, RestSamples rest) {
     const std::size_t n = model.dof();
     if (dry_runs.empty()) throw std::invalid_argument("the arm model needs at least one dry run of the task");
     const SignalUnit unit = dry_runs.front()->info().unit;
@@ -779,9 +779,40 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     for (auto& e : ne) e.ata = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(cols)), e.atb = Eigen::VectorXd::Zero(static_cast<Eigen::Index>(cols));
     const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / std::max<std::size_t>(max_rows, 1));
     Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(cols));
+    // RestSamples::LeaveOut: the summed squared joint velocity at or below which a sample is at rest.
+    double rest_motion = -1.0;
+    if (rest == RestSamples::LeaveOut) {
+        std::vector<double> motion;
+        for (const Recording* run : dry_runs) {
+            const Recording& rec = *run;
+            std::vector<double> sum(rec.size(), 0.0), vel(rec.size()), acc(rec.size());
+            for (std::size_t j = 0; j < n && rec.size() > 2 * kDerivativeHalfWidth; ++j) {
+                smooth_derivatives(rec.t, rec.q[j], kDerivativeHalfWidth, vel, acc);
+                for (std::size_t i = 0; i < rec.size(); ++i) sum[i] += vel[i] * vel[i];
+            }
+            motion.insert(motion.end(), sum.begin(), sum.end());
+        }
+        if (!motion.empty()) {
+            const auto at = motion.begin() + static_cast<std::ptrdiff_t>(motion.size() * 95 / 100);
+            std::nth_element(motion.begin(), at, motion.end());
+            rest_motion = 1e-3 * *at;
+        }
+    }
+    std::size_t resting_rows = 0;
     for (const Recording* run : dry_runs) {
         const Recording& rec = *run;
         for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
+            if (rest_motion >= 0) {
+                double motion = 0;
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
+                    motion += v * v;
+                }
+                if (!(motion > rest_motion)) {
+                    ++resting_rows;
+                    return;
+                }
+            }
             for (std::size_t j = 0; j < n; ++j) {
                 const auto yj = y.row(static_cast<Eigen::Index>(j));
                 const double b = rec.tau[j][i];
@@ -795,7 +826,10 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
         });
     }
     if (ne[0].rows < cols) {
-        throw std::invalid_argument(fmt::format("the arm model needs at least {} samples of dry runs, got {}", cols, ne[0].rows));
+        throw std::invalid_argument(rest_motion >= 0 ? fmt::format("the arm model needs at least {} samples where the robot moves, got {} "
+                                                                   "({} at rest left out)",
+                                                                   cols, ne[0].rows, resting_rows)
+                                                     : fmt::format("the arm model needs at least {} samples of dry runs, got {}", cols, ne[0].rows));
     }
     std::vector<double> rms_speed;
     const std::vector<bool> still = drop_still_joints(regressor, ne, rms_speed);
@@ -812,6 +846,7 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
                                                    "truncated least squares on dry runs of the task"},
                       {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
                       {"samples", ne[0].rows},
+                      {"resting_samples_left_out", rest_motion >= 0 ? nlohmann::json(resting_rows) : nlohmann::json(nullptr)},
                       {"dry_runs", dry_runs.size()},
                       {"stride", stride},
                       {"relative_eigenvalue_cut", kRelativeEigenvalue},

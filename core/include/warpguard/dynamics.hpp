@@ -130,8 +130,8 @@ struct SpeedModelSource {
 // copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
 enum class ParameterSharing { ByUnit, PerJoint };
 
-// Which nominal samples the speed model is fitted on. LeaveOut: only those where the robot moves
-// (summed squared joint velocity over 10^-3 of its 95th percentile on the reference): at rest the
+// Which samples the speed model (and the arm model fitted on the calibration's nominal cycles,
+// below) is fitted on. LeaveOut: only those where the robot moves (summed squared joint velocity over 10^-3 of its 95th percentile on the reference): at rest the
 // split is 0 whatever the parameters, and a task may press there, which bent the fit (a contact
 // task at another override stopped every cycle; docs/detection.md). Keep: every sample, for a
 // motor current whose sign was rebuilt by a fit over every reference sample (rebuild_current_sign):
@@ -242,10 +242,15 @@ struct ArmDynamics {
 // (kCoulombSmoothing): while the joint stands still its friction may hold anything within +- this.
 double arm_coulomb(const ArmDynamics& arm, std::size_t joint);
 
+// Fits the arm model to dry runs of the task (`rest` says which samples: a dry run holds nothing but
+// the arm, so Keep; the calibration's own nominal cycles may press or screw while the robot stands,
+// so calibration fits those with LeaveOut — fitted along, the presses bent the contact tasks'
+// inertial parameters and every cycle at 70 % override stopped; docs/detection.md).
 // Throws std::invalid_argument when a run does not fit the model (joint count), its signal is not a
 // signed torque, the runs' units differ, or there are fewer samples than parameters.
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs,
-                             const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81), std::size_t max_rows = 60000);
+                             const Eigen::Vector3d& gravity = Eigen::Vector3d(0, 0, -9.81), std::size_t max_rows = 60000,
+                             RestSamples rest = RestSamples::Keep);
 
 // The recording with every joint's signal replaced by the signal less what the arm model expects at
 // its joint angles, velocities and accelerations (local quadratic fits, +- kDerivativeHalfWidth
