@@ -131,9 +131,10 @@ struct SpeedModelSource {
 enum class ParameterSharing { ByUnit, PerJoint };
 
 // Which samples the speed model (and the arm model fitted on the calibration's nominal cycles,
-// below) is fitted on. LeaveOut: only those where the robot moves (summed squared joint velocity over 10^-3 of its 95th percentile on the reference): at rest the
-// split is 0 whatever the parameters, and a task may press there, which bent the fit (a contact
-// task at another override stopped every cycle; docs/detection.md). Keep: every sample, for a
+// below) is fitted on. LeaveOut: only those where the robot moves (summed squared joint velocity
+// over 10^-3 of its 95th percentile on the reference): at rest the split is 0 whatever the
+// parameters, and a task may press there, which bent the fit (a contact task at another override
+// stopped every cycle; docs/detection.md). Keep: every sample, for a
 // motor current whose sign was rebuilt by a fit over every reference sample (rebuild_current_sign):
 // fitted on the moving samples alone, the held-out LR Mate-like's screwdriver joint got a wrong
 // split and its 80 % run stopped in 60 of 100 cycles (1 event with Keep).
@@ -243,9 +244,10 @@ struct ArmDynamics {
 double arm_coulomb(const ArmDynamics& arm, std::size_t joint);
 
 // Fits the arm model to dry runs of the task (`rest` says which samples: a dry run holds nothing but
-// the arm, so Keep; the calibration's own nominal cycles may press or screw while the robot stands,
-// so calibration fits those with LeaveOut — fitted along, the presses bent the contact tasks'
-// inertial parameters and every cycle at 70 % override stopped; docs/detection.md).
+// the arm, so Keep; the calibration's own nominal cycles may press or screw while the robot stands:
+// calibration fits those with LeaveOut and keeps the rest only where the arm explains it as well
+// as the moves (calibrate_with_arm_from_nominal) — fitted along, the presses bent the contact
+// tasks' inertial parameters and every cycle at 70 % override stopped; docs/detection.md).
 // Throws std::invalid_argument when a run does not fit the model (joint count), its signal is not a
 // signed torque, the runs' units differ, or there are fewer samples than parameters.
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs,
