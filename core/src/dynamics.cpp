@@ -312,6 +312,17 @@ struct FittedParameters {
     }
 };
 
+// A regressor row's summed squared joint velocity (the viscous columns hold the joint velocities):
+// the measure of motion that tells the samples at rest from the moving ones.
+double row_motion(const DynamicsRegressor& regressor, const Eigen::MatrixXd& y) {
+    double motion = 0;
+    for (Eigen::Index j = 0; j < y.rows(); ++j) {
+        const double v = y(j, static_cast<Eigen::Index>(regressor.joint_column(static_cast<std::size_t>(j), 1)));
+        motion += v * v;
+    }
+    return motion;
+}
+
 // A joint that does not move in the task (held still, moved only by servo error) has friction
 // and armature columns of pure noise: a coefficient fitted to them is meaningless and can be
 // huge. Those columns are dropped: RMS speed under 0.1 % of the fastest joint's (the suite's held
@@ -595,16 +606,9 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
             // screwdriver's reaction), which no parameter of the arm explains; fitted along, such
             // samples bend the shared parameters and with them the split of the moves (measured,
             // docs/detection.md).
-            if (rest == RestSamples::LeaveOut) {
-                double motion = 0;  // the viscous columns hold the joint velocities
-                for (std::size_t j = 0; j < n; ++j) {
-                    const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
-                    motion += v * v;
-                }
-                if (!(motion > moving)) {
-                    ++resting_rows;
-                    return;
-                }
+            if (rest == RestSamples::LeaveOut && !(row_motion(regressor, y) > moving)) {
+                ++resting_rows;
+                return;
             }
             const std::size_t load = src.partners.empty() ? 0 : stretch[std::min<std::size_t>(src.partners[i], m - 1)];
             const auto block = static_cast<Eigen::Index>(base + per_load * load);
@@ -805,16 +809,9 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     for (const Recording* run : dry_runs) {
         const Recording& rec = *run;
         for_each_regressor_row(regressor, rec, stride, y, [&](std::size_t i) {
-            if (rest_motion >= 0) {
-                double motion = 0;
-                for (std::size_t j = 0; j < n; ++j) {
-                    const double v = y(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(regressor.joint_column(j, 1)));
-                    motion += v * v;
-                }
-                if (!(motion > rest_motion)) {
-                    ++resting_rows;
-                    return;
-                }
+            if (rest_motion >= 0 && !(row_motion(regressor, y) > rest_motion)) {
+                ++resting_rows;
+                return;
             }
             for (std::size_t j = 0; j < n; ++j) {
                 const auto yj = y.row(static_cast<Eigen::Index>(j));
