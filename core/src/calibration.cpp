@@ -757,7 +757,6 @@ Profile calibrate_on_arm_deviation(const NamedRecording& reference, std::span<co
     return profile;
 }
 
-// calibrate() with the arm model fitted on the nominal recordings (CalibrationOptions::arm_from_nominal).
 // A process force at rest shows as an arm deviation at rest far larger than in motion. Measured with
 // the arm fitted on the moving samples (largest ratio over the joints): the suite's contact tasks
 // 6.8 / 13.0 / 11.2 (UR5e- / IRB120- / VP-6242-like; the pressing and screwing joints), their
@@ -804,6 +803,7 @@ std::vector<double> rest_to_motion_deviation(const ArmDynamics& arm, std::span<c
     return ratio;
 }
 
+// calibrate() with the arm model fitted on the nominal recordings (CalibrationOptions::arm_from_nominal).
 Profile calibrate_with_arm_from_nominal(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                                         const CalibrationOptions& options) {
     if (!options.dynamics_model && !options.kinematics) {
