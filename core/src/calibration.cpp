@@ -768,23 +768,10 @@ constexpr double kRestForceRatio = 4.0;
 // of fit_arm_dynamics: summed squared joint velocity at most 10^-3 of its 95th percentile).
 std::vector<double> rest_to_motion_deviation(const ArmDynamics& arm, std::span<const Recording* const> runs) {
     const std::size_t n = arm.model.dof();
-    std::vector<std::vector<double>> motion(runs.size());
-    std::vector<double> all;
-    for (std::size_t r = 0; r < runs.size(); ++r) {
-        const Recording& rec = *runs[r];
-        motion[r].assign(rec.size(), 0.0);
-        std::vector<double> vel(rec.size()), acc(rec.size());
-        for (std::size_t j = 0; j < n && rec.size() > 2 * kDerivativeHalfWidth; ++j) {
-            smooth_derivatives(rec.t, rec.q[j], kDerivativeHalfWidth, vel, acc);
-            for (std::size_t i = 0; i < rec.size(); ++i) motion[r][i] += vel[i] * vel[i];
-        }
-        all.insert(all.end(), motion[r].begin(), motion[r].end());
-    }
+    std::vector<std::vector<double>> motion;
+    const double moving = rest_motion_bound(runs, &motion);
     std::vector<double> ratio(n, 0.0);
-    if (all.empty()) return ratio;
-    const auto at = all.begin() + static_cast<std::ptrdiff_t>(all.size() * 95 / 100);
-    std::nth_element(all.begin(), at, all.end());
-    const double moving = 1e-3 * *at;
+    if (moving < 0) return ratio;
     std::vector<double> rest_sq(n, 0.0), move_sq(n, 0.0);
     std::size_t rest_count = 0, move_count = 0;
     for (std::size_t r = 0; r < runs.size(); ++r) {

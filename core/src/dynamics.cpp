@@ -761,6 +761,25 @@ namespace {
 void choose_causal_estimator(ArmDynamics& arm, std::span<const Recording* const> dry_runs);
 }  // namespace
 
+double rest_motion_bound(std::span<const Recording* const> runs, std::vector<std::vector<double>>* motion) {
+    std::vector<double> all;
+    if (motion) motion->assign(runs.size(), {});
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+        const Recording& rec = *runs[r];
+        std::vector<double> sum(rec.size(), 0.0), vel(rec.size()), acc(rec.size());
+        for (std::size_t j = 0; j < rec.joints() && rec.size() > 2 * kDerivativeHalfWidth; ++j) {
+            smooth_derivatives(rec.t, rec.q[j], kDerivativeHalfWidth, vel, acc);
+            for (std::size_t i = 0; i < rec.size(); ++i) sum[i] += vel[i] * vel[i];
+        }
+        all.insert(all.end(), sum.begin(), sum.end());
+        if (motion) (*motion)[r] = std::move(sum);
+    }
+    if (all.empty()) return -1.0;
+    const auto at = all.begin() + static_cast<std::ptrdiff_t>(all.size() * 95 / 100);
+    std::nth_element(all.begin(), at, all.end());
+    return 1e-3 * *at;
+}
+
 ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* const> dry_runs, const Eigen::Vector3d& gravity,
                              std::size_t max_rows, RestSamples rest) {
     const std::size_t n = model.dof();
@@ -787,24 +806,7 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     const std::size_t stride = std::max<std::size_t>(1, (total + max_rows - 1) / std::max<std::size_t>(max_rows, 1));
     Eigen::MatrixXd y(static_cast<Eigen::Index>(n), static_cast<Eigen::Index>(cols));
     // RestSamples::LeaveOut: the summed squared joint velocity at or below which a sample is at rest.
-    double rest_motion = -1.0;
-    if (rest == RestSamples::LeaveOut) {
-        std::vector<double> motion;
-        for (const Recording* run : dry_runs) {
-            const Recording& rec = *run;
-            std::vector<double> sum(rec.size(), 0.0), vel(rec.size()), acc(rec.size());
-            for (std::size_t j = 0; j < n && rec.size() > 2 * kDerivativeHalfWidth; ++j) {
-                smooth_derivatives(rec.t, rec.q[j], kDerivativeHalfWidth, vel, acc);
-                for (std::size_t i = 0; i < rec.size(); ++i) sum[i] += vel[i] * vel[i];
-            }
-            motion.insert(motion.end(), sum.begin(), sum.end());
-        }
-        if (!motion.empty()) {
-            const auto at = motion.begin() + static_cast<std::ptrdiff_t>(motion.size() * 95 / 100);
-            std::nth_element(motion.begin(), at, motion.end());
-            rest_motion = 1e-3 * *at;
-        }
-    }
+    const double rest_motion = rest == RestSamples::LeaveOut ? rest_motion_bound(dry_runs) : -1.0;
     std::size_t resting_rows = 0;
     for (const Recording* run : dry_runs) {
         const Recording& rec = *run;

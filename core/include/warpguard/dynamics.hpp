@@ -243,6 +243,11 @@ struct ArmDynamics {
 // (kCoulombSmoothing): while the joint stands still its friction may hold anything within +- this.
 double arm_coulomb(const ArmDynamics& arm, std::size_t joint);
 
+// The summed squared joint velocity (local quadratic fits) at or below which a sample of `runs`
+// is at rest: 10^-3 of its 95th percentile over all of them (-1 when they hold no sample);
+// `motion`, when given, receives each run's per-sample sums.
+double rest_motion_bound(std::span<const Recording* const> runs, std::vector<std::vector<double>>* motion = nullptr);
+
 // Fits the arm model to dry runs of the task (`rest` says which samples: a dry run holds nothing but
 // the arm, so Keep; the calibration's own nominal cycles may press or screw while the robot stands:
 // calibration fits those with LeaveOut and keeps the rest only where the arm explains it as well
