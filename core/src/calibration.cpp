@@ -221,6 +221,111 @@ ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::
     return best;
 }
 
+// The reference's cycles aligned pairwise by DTW over their joint angles and torques: the cost of
+// pairing two samples is the sum over joints of |dq| / tolerance + |dtau| / (the joint's reference
+// torque range). The angles place the pose; the torques place a step within a standstill (a part
+// released, a screwdriver stopping), where the angles do not change. A pair is a twin only where
+// every joint's angle is within `tolerance` (the coverage tolerance: farther, it is another pose).
+constexpr double kAlignPairs = 16.0e6;
+
+CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance) {
+    CycleTwins out;
+    const std::size_t cycles = bounds.size() - 1;
+    if (cycles < 2) return out;
+    out.cycles = cycles;
+    const std::size_t n = ref.size();
+    const std::size_t joints = ref.q.size();
+    out.lo.assign(n * cycles, 1);
+    out.hi.assign(n * cycles, 0);
+    for (std::size_t p = 0; p < n; ++p) {
+        for (std::size_t c = 0; c < cycles; ++c) {
+            if (p >= bounds[c] && p < bounds[c + 1]) out.lo[p * cycles + c] = out.hi[p * cycles + c] = static_cast<std::uint32_t>(p);
+        }
+    }
+    std::vector<double> range(joints, 0.0);
+    for (std::size_t j = 0; j < joints; ++j) {
+        const auto [mn, mx] = std::minmax_element(ref.tau[j].begin(), ref.tau[j].end());
+        range[j] = std::max(*mx - *mn, 1e-9);
+    }
+    const auto cost = [&](std::size_t a, std::size_t b) {
+        double sum = 0;
+        for (std::size_t j = 0; j < joints; ++j) {
+            sum += std::abs(ref.q[j][a] - ref.q[j][b]) / tolerance + std::abs(ref.tau[j][a] - ref.tau[j][b]) / range[j];
+        }
+        return sum;
+    };
+    for (std::size_t ca = 0; ca < cycles; ++ca) {
+        for (std::size_t cb = ca + 1; cb < cycles; ++cb) {
+            const std::size_t a0 = bounds[ca], b0 = bounds[cb];
+            // Long cycles are aligned on every stride-th sample, so that the pairs stay within
+            // kAlignPairs (16 M: 16 MB of steps and a fraction of a second; two cycles of 4,000
+            // samples); each of a sample's stride neighbours then takes its twins.
+            const std::size_t full_a = bounds[ca + 1] - a0, full_b = bounds[cb + 1] - b0;
+            const std::size_t stride = std::max<std::size_t>(
+                1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(full_a) * static_cast<double>(full_b) / kAlignPairs))));
+            const std::size_t la = (full_a + stride - 1) / stride, lb = (full_b + stride - 1) / stride;
+            // DTW, both ends anchored (every cycle starts and ends where the task does); the
+            // step taken into each cell: 0 diagonal, 1 from the row before, 2 from the column before.
+            std::vector<std::uint8_t> step(la * lb);
+            std::vector<double> prev(lb), cur(lb);
+            for (std::size_t i = 0; i < la; ++i) {
+                for (std::size_t k = 0; k < lb; ++k) {
+                    const double c = cost(a0 + i * stride, b0 + k * stride);
+                    if (i == 0 && k == 0) {
+                        cur[k] = c, step[0] = 0;
+                    } else if (i == 0) {
+                        cur[k] = c + cur[k - 1], step[k] = 2;
+                    } else if (k == 0) {
+                        cur[k] = c + prev[k], step[i * lb] = 1;
+                    } else {
+                        const double d = prev[k - 1], u = prev[k], l = cur[k - 1];
+                        std::uint8_t s = 0;
+                        double best = d;
+                        if (u < best) best = u, s = 1;
+                        if (l < best) best = l, s = 2;
+                        cur[k] = c + best, step[i * lb + k] = s;
+                    }
+                }
+                std::swap(prev, cur);
+            }
+            std::size_t i = la - 1, k = lb - 1;
+            for (;;) {
+                const std::size_t a = a0 + i * stride, b = b0 + k * stride;
+                double far = 0;
+                for (std::size_t j = 0; j < joints; ++j) far = std::max(far, std::abs(ref.q[j][a] - ref.q[j][b]));
+                out.largest_pose_distance = std::max(out.largest_pose_distance, far);
+                if (far <= tolerance) {
+                    // Samples [p, p + stride) of one cycle (within it) take [twin, twin + stride) of cycle c.
+                    const auto widen = [&](std::size_t p, std::size_t p_end, std::size_t c, std::size_t twin, std::size_t twin_end) {
+                        const auto first = static_cast<std::uint32_t>(twin);
+                        const auto last = static_cast<std::uint32_t>(std::min(twin + stride, twin_end) - 1);
+                        for (std::size_t x = p; x < std::min(p + stride, p_end); ++x) {
+                            auto& lo = out.lo[x * cycles + c];
+                            auto& hi = out.hi[x * cycles + c];
+                            if (lo > hi) lo = first, hi = last;
+                            lo = std::min(lo, first);
+                            hi = std::max(hi, last);
+                        }
+                    };
+                    widen(a, a0 + full_a, cb, b, b0 + full_b);
+                    widen(b, b0 + full_b, ca, a, a0 + full_a);
+                }
+                if (i == 0 && k == 0) break;
+                const std::uint8_t s = step[i * lb + k];
+                if (s == 0) --i, --k;
+                else if (s == 1) --i;
+                else --k;
+            }
+        }
+    }
+    for (std::size_t p = 0; p < n; ++p) {
+        bool all = true;
+        for (std::size_t c = 0; c < cycles; ++c) all = all && out.lo[p * cycles + c] <= out.hi[p * cycles + c];
+        out.aligned += all;
+    }
+    return out;
+}
+
 namespace {
 
 void check_compatible(const NamedRecording& ref, const NamedRecording& other) {
@@ -266,14 +371,26 @@ struct PhaseObservation {
 constexpr std::uint32_t kNoCycle = std::numeric_limits<std::uint32_t>::max();
 
 
-// Per reference sample: the largest |deviation| of the selected cycles within +- w samples.
-// With `half` >= 0 only cycles of that half (`halves`) count.
+// Per reference sample: the largest |deviation| of the selected cycles at that phase (in every
+// reference cycle, `twins`) within +- w samples. With `half` >= 0 only cycles of that half
+// (`halves`) count.
 std::vector<double> pooled_maximum(const std::vector<PhaseObservation>& obs, const std::vector<std::uint32_t>& cycle_of,
-                                   const std::vector<std::uint8_t>& halves, std::size_t n, std::size_t w, int half, double floor) {
+                                   const std::vector<std::uint8_t>& halves, std::size_t n, std::size_t w, int half, double floor,
+                                   const CycleTwins& twins) {
     std::vector<double> local(n, -1.0);  // -1: never matched
     for (std::size_t s = 0; s < obs.size(); ++s) {
         if (cycle_of[s] == kNoCycle || (half >= 0 && halves[cycle_of[s]] != half)) continue;
         local[obs[s].partner] = std::max(local[obs[s].partner], static_cast<double>(std::abs(obs[s].deviation)));
+    }
+    if (!twins.empty()) {
+        std::vector<double> own(local);
+        for (std::size_t p = 0; p < n; ++p) {
+            for (std::size_t c = 0; c < twins.cycles; ++c) {
+                for (std::uint32_t t = twins.lo[p * twins.cycles + c]; t <= twins.hi[p * twins.cycles + c]; ++t) {
+                    local[p] = std::max(local[p], own[t]);
+                }
+            }
+        }
     }
     // Sliding maximum over +- w (monotone deque).
     std::vector<double> out(n, 0.0);
@@ -396,7 +513,7 @@ nlohmann::json widest_cycles(const nlohmann::json& derivation, const std::vector
 PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const CalibrationOptions& options,
                                          const std::vector<std::vector<PhaseObservation>>& observed,
                                          const std::vector<std::uint32_t>& cycle_of, std::uint32_t cycles,
-                                         const std::vector<double>& floors) {
+                                         const std::vector<double>& floors, const CycleTwins& twins) {
     if (cycles < 10) {
         throw std::invalid_argument(fmt::format("the phase-aware detector needs >= 10 complete nominal cycles to calibrate "
                                                 "its margin, got {}; record more cycles", cycles));
@@ -414,7 +531,7 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     const std::vector<std::uint8_t> halves = calibration_halves(cycles);
     for (int half = 0; half < 2; ++half) {
         for (std::size_t j = 0; j < joints; ++j) {
-            const auto th = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, half, floors[j]);
+            const auto th = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, half, floors[j], twins);
             std::vector<double> recent(s.persistence, 0.0);
             std::size_t filled = 0;
             double cusum = 0;
@@ -447,7 +564,7 @@ PhaseAwareSettings calibrate_phase_aware(const Profile& profile, const Calibrati
     s.rule1.resize(joints);
     std::size_t updates = 0;
     for (std::size_t j = 0; j < joints; ++j) {
-        s.rule1[j] = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, -1, floors[j]);
+        s.rule1[j] = pooled_maximum(observed[j], cycle_of, halves, n, s.neighbourhood, -1, floors[j], twins);
         for (double& v : s.rule1[j]) v *= s.margin;
     }
     for (auto c : cycle_of) updates += c != kNoCycle;
@@ -1163,7 +1280,25 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         // deviation happened to be 0 must not stop on noise).
         std::vector<double> floors(profile.joints);
         for (std::size_t j = 0; j < profile.joints; ++j) floors[j] = 3.0 * detector->noise_scale(j);
-        profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors);
+        // The reference's cycles aligned with each other (mDTW: the task repeats; KA-mDTW's cycles
+        // are variants of it, matched by their lever lengths, and keep their own thresholds).
+        CycleTwins twins;
+        if (options.method == MatchingMethod::Mdtw) {
+            const auto spans = ref_rec.complete_cycles();
+            std::vector<std::size_t> bounds;
+            for (std::size_t c = 0; c < coverage.reference_cycles; ++c) bounds.push_back(spans[c].begin - profile.reference.first_sample);
+            bounds.push_back(profile.reference.size());
+            twins = align_reference_cycles(profile.reference, bounds, kCoverageTolerance);
+        }
+        profile.phase = calibrate_phase_aware(profile, options, observed, cycle_of, cycles_seen, floors, twins);
+        profile.phase->derivation["reference_cycles_pooled"] =
+            twins.empty() ? nlohmann::json(nullptr)
+                          : nlohmann::json{{"cycles", twins.cycles},
+                                           {"samples_in_every_cycle", twins.aligned},
+                                           {"largest_pose_distance", twins.largest_pose_distance},
+                                           {"method", fmt::format("each phase's largest nominal deviation over every reference cycle that passes "
+                                                                  "through it: cycles aligned by DTW over joint angles and torques, twins "
+                                                                  "within {} rad on every joint", kCoverageTolerance)}};
         profile.phase->derivation["widest_cycles"] = widest_cycles(profile.phase->derivation, cycle_names);
         // What the friction-drift model learns in nominal operation: the calibration recordings
         // once more through the phase-aware detector as it will run. Its largest Coulomb change

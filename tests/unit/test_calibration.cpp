@@ -354,3 +354,109 @@ TEST_CASE("the split halves hold every kind of cycle of a task that cycles throu
     CHECK(calibration_halves(10).size() == 10);
     CHECK(calibration_halves(0).empty());
 }
+
+namespace {
+
+// One cycle of a synthetic reference: a move out (joint 1 from 0 to 1 rad, joint 2 up and down by
+// `bump` rad), a rest of `rest` samples whose torque on joint 2 holds 3 Nm until `release` samples
+// before its end and then drops to 0 (a tool released while the arm stands), and a move back.
+void add_cycle(Reference& ref, std::size_t move, std::size_t rest, std::size_t release, double bump) {
+    const auto sample = [&](double q1, double q2, double tau2) {
+        ref.t.push_back(0.004 * static_cast<double>(ref.t.size()));
+        ref.q[0].push_back(q1);
+        ref.q[1].push_back(q2);
+        ref.tau[0].push_back(2.0 * std::cos(q1));
+        ref.tau[1].push_back(tau2 + 0.5 * q2);
+    };
+    for (std::size_t k = 0; k < move; ++k) {
+        const double phase = static_cast<double>(k) / static_cast<double>(move);
+        sample(phase, bump * std::sin(M_PI * phase), 0.0);
+    }
+    for (std::size_t k = 0; k < rest; ++k) sample(1.0, 0.0, k + release < rest ? 3.0 : 0.0);
+    for (std::size_t k = 0; k < move; ++k) sample(1.0 - static_cast<double>(k) / static_cast<double>(move), 0.0, 0.0);
+}
+
+}  // namespace
+
+TEST_CASE("the reference's cycles are aligned phase by phase, where they pass the same poses", "[calibration][phase-aware]") {
+    // Three cycles at different speeds with rests of different lengths; the third takes another
+    // way out (joint 2 bulges 0.4 rad).
+    Reference ref;
+    ref.q.resize(2);
+    ref.tau.resize(2);
+    const std::vector<std::size_t> bounds = {0, 300, 300 + 380, 300 + 380 + 330};
+    add_cycle(ref, 100, 100, 30, 0.0);  // samples 0-299: release at 170, back from 200
+    add_cycle(ref, 130, 120, 40, 0.0);  // 300-679: release at 300 + 210, back from 300 + 250
+    add_cycle(ref, 110, 110, 35, 0.4);  // 680-1009: release at 680 + 185, back from 680 + 220
+    REQUIRE(ref.size() == bounds.back());
+    const CycleTwins twins = align_reference_cycles(ref, bounds, 0.05);
+    REQUIRE(twins.cycles == 3);
+    const auto twin = [&](std::size_t p, std::size_t c) {
+        return std::pair<long, long>(twins.lo[p * 3 + c], twins.hi[p * 3 + c]);
+    };
+    // Each sample is its own twin in its own cycle.
+    CHECK(twin(150, 0) == std::pair<long, long>(150, 150));
+    CHECK(twin(700, 2) == std::pair<long, long>(700, 700));
+    // Every twin stands within the tolerance of the sample on every joint.
+    std::size_t pairs = 0;
+    for (std::size_t p = 0; p < ref.size(); ++p) {
+        for (std::size_t c = 0; c < 3; ++c) {
+            const auto [lo, hi] = twin(p, c);
+            for (long s = lo; s <= hi; ++s) {
+                ++pairs;
+                for (std::size_t j = 0; j < 2; ++j) CHECK(std::abs(ref.q[j][p] - ref.q[j][static_cast<std::size_t>(s)]) <= 0.05);
+            }
+        }
+    }
+    CHECK(pairs > ref.size());
+    // The move out, at the same fraction of it in cycles 1 and 2 (a sample apart at these speeds).
+    const auto [lo_mid, hi_mid] = twin(50, 1);  // halfway out in cycle 1: 300 + 65
+    CHECK(lo_mid <= 300 + 66);
+    CHECK(hi_mid >= 300 + 64);
+    CHECK(hi_mid - lo_mid <= 3);
+    // The release, a torque step while the arm stands: placed on the other cycles' release.
+    const auto [lo_rel, hi_rel] = twin(170, 1);
+    CHECK(lo_rel <= 300 + 210);
+    CHECK(hi_rel >= 300 + 210);
+    CHECK(twin(300 + 210, 0).first <= 170);
+    CHECK(twin(300 + 210, 0).second >= 170);
+    // The third cycle's way out bulges farther than the tolerance: halfway out has no twin there,
+    // while its rest and its way back do.
+    const auto [lo_far, hi_far] = twin(50, 2);
+    CHECK(lo_far > hi_far);
+    CHECK(twin(680 + 55, 0).first > twin(680 + 55, 0).second);
+    CHECK(twin(250, 2).first <= twin(250, 2).second);  // cycle 0 halfway back
+    const auto [lo_rel2, hi_rel2] = twin(170, 2);
+    CHECK(lo_rel2 <= 680 + 185);
+    CHECK(hi_rel2 >= 680 + 185);
+    CHECK(twins.aligned < ref.size());
+    CHECK(twins.largest_pose_distance > 0.3);
+    // One cycle: nothing to align.
+    CHECK(align_reference_cycles(ref, {0, 300}, 0.05).empty());
+}
+
+TEST_CASE("long reference cycles are aligned on every few samples, each sample still with its twins", "[calibration][phase-aware]") {
+    // Cycles of 6,000 and 7,600 samples: 45.6 M pairs, over the 16 M the alignment stores, so it
+    // takes every 2nd sample.
+    Reference ref;
+    ref.q.resize(2);
+    ref.tau.resize(2);
+    add_cycle(ref, 2000, 2000, 600, 0.0);  // 0-5999: release at 3400
+    add_cycle(ref, 2600, 2400, 800, 0.0);  // 6000-13599: release at 6000 + 4200
+    const std::vector<std::size_t> bounds = {0, 6000, 13600};
+    REQUIRE(ref.size() == bounds.back());
+    const CycleTwins twins = align_reference_cycles(ref, bounds, 0.05);
+    REQUIRE(twins.cycles == 2);
+    CHECK(twins.aligned == ref.size());  // the same path: every sample has a twin in the other cycle
+    const auto lo = [&](std::size_t p, std::size_t c) { return static_cast<long>(twins.lo[p * 2 + c]); };
+    const auto hi = [&](std::size_t p, std::size_t c) { return static_cast<long>(twins.hi[p * 2 + c]); };
+    CHECK(lo(3400, 1) <= 6000 + 4200 + 2);
+    CHECK(hi(3400, 1) >= 6000 + 4200 - 2);
+    CHECK(lo(6000 + 4200, 0) <= 3400 + 2);
+    CHECK(hi(6000 + 4200, 0) >= 3400 - 2);
+    // Halfway out: 1000 against 6000 + 1300, within the stride.
+    CHECK(lo(1000, 1) <= 6000 + 1302);
+    CHECK(hi(1000, 1) >= 6000 + 1298);
+    CHECK(hi(1000, 1) - lo(1000, 1) <= 5);
+    CHECK(hi(1001, 1) - lo(1001, 1) <= 5);
+}

@@ -185,6 +185,23 @@ ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::
                                           std::size_t given, bool same_recording = false, std::size_t min_nominal_cycles = 0,
                                           double tolerance = kCoverageTolerance);
 
+// Where the reference's cycles pass through the same phase of the task. The nominal windows are
+// matched to one reference cycle or another, so each cycle's samples see only some of them; a
+// phase's largest nominal deviation is the largest over all the cycles that pass through it.
+// For reference sample p and cycle c: the samples of cycle c aligned with p, [lo, hi] (lo > hi:
+// none within the pose tolerance).
+struct CycleTwins {
+    std::size_t cycles = 0;
+    std::vector<std::uint32_t> lo, hi;  // [p * cycles + c]
+    std::size_t aligned = 0;            // reference samples with a twin in every other cycle
+    double largest_pose_distance = 0;   // on the alignments, rad (largest joint)
+    bool empty() const { return cycles < 2; }
+};
+
+// The reference's cycles [bounds[c], bounds[c + 1]) aligned pairwise by DTW over their joint
+// angles and torques; twins within `tolerance` rad on every joint (calibration.cpp).
+CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance = kCoverageTolerance);
+
 // Builds a complete profile. Throws std::invalid_argument naming the file and value at fault.
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                   const CalibrationOptions& options);
