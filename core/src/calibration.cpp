@@ -226,12 +226,17 @@ ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::
 // torque range). The angles place the pose; the torques place a step within a standstill (a part
 // released, a screwdriver stopping), where the angles do not change. A pair is a twin only where
 // every joint's angle is within `tolerance` (the coverage tolerance: farther, it is another pose).
-constexpr double kAlignPairs = 16.0e6;
-
 CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance) {
+    if (!(tolerance > 0)) throw std::invalid_argument(fmt::format("the alignment's pose tolerance must be > 0 rad, got {}", tolerance));
+    for (std::size_t c = 1; c < bounds.size(); ++c) {
+        if (bounds[c] <= bounds[c - 1] || bounds[c] > ref.size()) {
+            throw std::invalid_argument(fmt::format("reference cycle bounds must rise within the reference's {} samples; bound {} is {} after {}",
+                                                    ref.size(), c, bounds[c], bounds[c - 1]));
+        }
+    }
     CycleTwins out;
+    if (bounds.size() < 3) return out;
     const std::size_t cycles = bounds.size() - 1;
-    if (cycles < 2) return out;
     out.cycles = cycles;
     const std::size_t n = ref.size();
     const std::size_t joints = ref.q.size();
@@ -258,8 +263,9 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
         for (std::size_t cb = ca + 1; cb < cycles; ++cb) {
             const std::size_t a0 = bounds[ca], b0 = bounds[cb];
             // Long cycles are aligned on every stride-th sample, so that the pairs stay within
-            // kAlignPairs (16 M: 16 MB of steps and a fraction of a second; two cycles of 4,000
-            // samples); each of a sample's stride neighbours then takes its twins.
+            // 16 M (16 MB of steps and a fraction of a second; two cycles of 4,000 samples); each
+            // of a sample's stride neighbours then takes its twins.
+            constexpr double kAlignPairs = 16.0e6;
             const std::size_t full_a = bounds[ca + 1] - a0, full_b = bounds[cb + 1] - b0;
             const std::size_t stride = std::max<std::size_t>(
                 1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(full_a) * static_cast<double>(full_b) / kAlignPairs))));

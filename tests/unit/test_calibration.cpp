@@ -460,3 +460,14 @@ TEST_CASE("long reference cycles are aligned on every few samples, each sample s
     CHECK(hi(1000, 1) - lo(1000, 1) <= 5);
     CHECK(hi(1001, 1) - lo(1001, 1) <= 5);
 }
+
+TEST_CASE("reference cycle bounds that do not rise within the reference are refused", "[calibration][phase-aware]") {
+    Reference ref;
+    ref.q.resize(2);
+    ref.tau.resize(2);
+    add_cycle(ref, 100, 100, 30, 0.0);
+    CHECK_THROWS_WITH(align_reference_cycles(ref, {0, 150, 120}, 0.05), Catch::Contains("bound 2 is 120 after 150"));
+    CHECK_THROWS_WITH(align_reference_cycles(ref, {0, 150, 301}, 0.05), Catch::Contains("300 samples"));
+    CHECK_THROWS_WITH(align_reference_cycles(ref, {0, 150, 300}, 0.0), Catch::Contains("tolerance must be > 0"));
+    CHECK(align_reference_cycles(ref, {0, 150, 300}, 0.05).cycles == 2);
+}
