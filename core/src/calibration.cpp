@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "warpguard/detector.hpp"
+#include "warpguard/mdtw.hpp"
 
 namespace warpguard {
 
@@ -242,10 +243,8 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
     const std::size_t joints = ref.q.size();
     out.lo.assign(n * cycles, 1);
     out.hi.assign(n * cycles, 0);
-    for (std::size_t p = 0; p < n; ++p) {
-        for (std::size_t c = 0; c < cycles; ++c) {
-            if (p >= bounds[c] && p < bounds[c + 1]) out.lo[p * cycles + c] = out.hi[p * cycles + c] = static_cast<std::uint32_t>(p);
-        }
+    for (std::size_t c = 0; c < cycles; ++c) {  // each sample is its own twin in its own cycle
+        for (std::size_t p = bounds[c]; p < bounds[c + 1]; ++p) out.lo[p * cycles + c] = out.hi[p * cycles + c] = static_cast<std::uint32_t>(p);
     }
     std::vector<double> range(joints, 0.0);
     for (std::size_t j = 0; j < joints; ++j) {
@@ -270,57 +269,28 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
             const std::size_t stride = std::max<std::size_t>(
                 1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(full_a) * static_cast<double>(full_b) / kAlignPairs))));
             const std::size_t la = (full_a + stride - 1) / stride, lb = (full_b + stride - 1) / stride;
-            // DTW, both ends anchored (every cycle starts and ends where the task does); the
-            // step taken into each cell: 0 diagonal, 1 from the row before, 2 from the column before.
-            std::vector<std::uint8_t> step(la * lb);
-            std::vector<double> prev(lb), cur(lb);
-            for (std::size_t i = 0; i < la; ++i) {
-                for (std::size_t k = 0; k < lb; ++k) {
-                    const double c = cost(a0 + i * stride, b0 + k * stride);
-                    if (i == 0 && k == 0) {
-                        cur[k] = c, step[0] = 0;
-                    } else if (i == 0) {
-                        cur[k] = c + cur[k - 1], step[k] = 2;
-                    } else if (k == 0) {
-                        cur[k] = c + prev[k], step[i * lb] = 1;
-                    } else {
-                        const double d = prev[k - 1], u = prev[k], l = cur[k - 1];
-                        std::uint8_t s = 0;
-                        double best = d;
-                        if (u < best) best = u, s = 1;
-                        if (l < best) best = l, s = 2;
-                        cur[k] = c + best, step[i * lb + k] = s;
-                    }
-                }
-                std::swap(prev, cur);
-            }
-            std::size_t i = la - 1, k = lb - 1;
-            for (;;) {
-                const std::size_t a = a0 + i * stride, b = b0 + k * stride;
+            // DTW, both ends anchored (every cycle starts and ends where the task does).
+            const DtwResult aligned = dtw_path(la, lb, [&](std::size_t i, std::size_t k) { return cost(a0 + i * stride, b0 + k * stride); });
+            for (const PathStep& pair : aligned.path) {
+                const std::size_t a = a0 + pair.i * stride, b = b0 + pair.j * stride;
                 double far = 0;
                 for (std::size_t j = 0; j < joints; ++j) far = std::max(far, std::abs(ref.q[j][a] - ref.q[j][b]));
                 out.largest_pose_distance = std::max(out.largest_pose_distance, far);
-                if (far <= tolerance) {
-                    // Samples [p, p + stride) of one cycle (within it) take [twin, twin + stride) of cycle c.
-                    const auto widen = [&](std::size_t p, std::size_t p_end, std::size_t c, std::size_t twin, std::size_t twin_end) {
-                        const auto first = static_cast<std::uint32_t>(twin);
-                        const auto last = static_cast<std::uint32_t>(std::min(twin + stride, twin_end) - 1);
-                        for (std::size_t x = p; x < std::min(p + stride, p_end); ++x) {
-                            auto& lo = out.lo[x * cycles + c];
-                            auto& hi = out.hi[x * cycles + c];
-                            if (lo > hi) lo = first, hi = last;
-                            lo = std::min(lo, first);
-                            hi = std::max(hi, last);
-                        }
-                    };
-                    widen(a, a0 + full_a, cb, b, b0 + full_b);
-                    widen(b, b0 + full_b, ca, a, a0 + full_a);
-                }
-                if (i == 0 && k == 0) break;
-                const std::uint8_t s = step[i * lb + k];
-                if (s == 0) --i, --k;
-                else if (s == 1) --i;
-                else --k;
+                if (far > tolerance) continue;
+                // Samples [p, p + stride) of one cycle (within it) take [twin, twin + stride) of cycle c.
+                const auto widen = [&](std::size_t p, std::size_t p_end, std::size_t c, std::size_t twin, std::size_t twin_end) {
+                    const auto first = static_cast<std::uint32_t>(twin);
+                    const auto last = static_cast<std::uint32_t>(std::min(twin + stride, twin_end) - 1);
+                    for (std::size_t x = p; x < std::min(p + stride, p_end); ++x) {
+                        auto& lo = out.lo[x * cycles + c];
+                        auto& hi = out.hi[x * cycles + c];
+                        if (lo > hi) lo = first, hi = last;
+                        lo = std::min(lo, first);
+                        hi = std::max(hi, last);
+                    }
+                };
+                widen(a, a0 + full_a, cb, b, b0 + full_b);
+                widen(b, b0 + full_b, ca, a, a0 + full_a);
             }
         }
     }

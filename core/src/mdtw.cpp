@@ -84,40 +84,8 @@ MatchResult mdtw_match(std::span<const double> a, std::span<const double> b) {
 }
 
 DtwResult dtw_match(std::span<const double> a, std::span<const double> b) {
-    const std::size_t m = a.size();
-    const std::size_t n = b.size();
-    if (m == 0 || n == 0) throw std::invalid_argument(fmt::format("DTW needs two non-empty signals, got {} and {}", m, n));
-    std::vector<double> d(m * n);
-    auto at = [&](std::size_t i, std::size_t j) -> double& { return d[i * n + j]; };
-    at(0, 0) = std::abs(a[0] - b[0]);                                                     // (1)
-    for (std::size_t j = 1; j < n; ++j) at(0, j) = std::abs(a[0] - b[j]) + at(0, j - 1);  // (2)
-    for (std::size_t i = 1; i < m; ++i) {
-        at(i, 0) = std::abs(a[i] - b[0]) + at(i - 1, 0);  // (3)
-        for (std::size_t j = 1; j < n; ++j) {
-            at(i, j) = std::abs(a[i] - b[j]) + std::min({at(i - 1, j - 1), at(i, j - 1), at(i - 1, j)});  // (4)
-        }
-    }
-    DtwResult result;
-    result.cost = at(m - 1, n - 1);
-    std::size_t i = m - 1;
-    std::size_t j = n - 1;
-    result.path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
-    while (i > 0 || j > 0) {
-        if (i == 0) {
-            --j;  // (6)
-        } else if (j == 0) {
-            --i;  // (7)
-        } else {
-            switch (back_step(at(i - 1, j - 1), at(i - 1, j), at(i, j - 1))) {  // (5)
-                case BackStep::Diagonal: --i, --j; break;
-                case BackStep::Vertical: --i; break;
-                case BackStep::Horizontal: --j; break;
-            }
-        }
-        result.path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
-    }
-    std::reverse(result.path.begin(), result.path.end());
-    return result;
+    if (a.empty() || b.empty()) throw std::invalid_argument(fmt::format("DTW needs two non-empty signals, got {} and {}", a.size(), b.size()));
+    return dtw_path(a.size(), b.size(), [&](std::size_t i, std::size_t j) { return std::abs(a[i] - b[j]); });
 }
 
 }  // namespace warpguard

@@ -14,6 +14,7 @@
 // and reported errors use this d.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -76,5 +77,45 @@ struct DtwResult {
     std::vector<PathStep> path;
 };
 DtwResult dtw_match(std::span<const double> a, std::span<const double> b);
+
+// The same recursion over any local cost, cost(i, j) >= 0 for row i < rows and column j < cols
+// (e.g. several signals at once): d(rows, cols) and the path, with the tie order of back_step.
+// Keeps one byte per cell (the step taken into it) and two rows of d. Allocates.
+template <class Cost>
+DtwResult dtw_path(std::size_t rows, std::size_t cols, Cost&& cost) {
+    std::vector<std::uint8_t> step(rows * cols);  // into each cell: 0 diagonal, 1 vertical, 2 horizontal
+    std::vector<double> prev(cols), cur(cols);
+    for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t j = 0; j < cols; ++j) {
+            const double c = cost(i, j);
+            if (i == 0 && j == 0) {
+                cur[j] = c, step[0] = 0;  // (1)
+            } else if (i == 0) {
+                cur[j] = c + cur[j - 1], step[j] = 2;  // (2)
+            } else if (j == 0) {
+                cur[j] = c + prev[j], step[i * cols] = 1;  // (3)
+            } else {
+                const BackStep b = back_step(prev[j - 1], prev[j], cur[j - 1]);  // (4), (5)
+                cur[j] = c + (b == BackStep::Diagonal ? prev[j - 1] : b == BackStep::Vertical ? prev[j] : cur[j - 1]);
+                step[i * cols + j] = static_cast<std::uint8_t>(b);
+            }
+        }
+        std::swap(prev, cur);
+    }
+    DtwResult result;
+    result.cost = prev[cols - 1];
+    std::size_t i = rows - 1, j = cols - 1;
+    result.path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
+    while (i > 0 || j > 0) {
+        switch (static_cast<BackStep>(step[i * cols + j])) {  // (6), (7) in the first row and column
+            case BackStep::Diagonal: --i, --j; break;
+            case BackStep::Vertical: --i; break;
+            case BackStep::Horizontal: --j; break;
+        }
+        result.path.push_back({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j)});
+    }
+    std::reverse(result.path.begin(), result.path.end());
+    return result;
+}
 
 }  // namespace warpguard
