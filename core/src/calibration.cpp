@@ -52,7 +52,10 @@ Reference cut_reference(const Recording& rec, const std::string& source, std::si
     Reference ref;
     ref.source = source;
     ref.first_sample = begin;
-    for (std::size_t k = 0; k < cycles; ++k) ref.cycles.push_back(complete[k].counter);
+    for (std::size_t k = 0; k < cycles; ++k) {
+        ref.cycles.push_back(complete[k].counter);
+        ref.cycle_begins.push_back(complete[k].begin - begin);
+    }
     ref.t.assign(rec.t.begin() + static_cast<std::ptrdiff_t>(begin), rec.t.begin() + static_cast<std::ptrdiff_t>(end));
     for (std::size_t j = 0; j < rec.joints(); ++j) {
         ref.tau.emplace_back(rec.tau[j].begin() + static_cast<std::ptrdiff_t>(begin),
@@ -1260,9 +1263,7 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
         // are variants of it, matched by their lever lengths, and keep their own thresholds).
         CycleTwins twins;
         if (options.method == MatchingMethod::Mdtw) {
-            const auto spans = ref_rec.complete_cycles();
-            std::vector<std::size_t> bounds;
-            for (std::size_t c = 0; c < coverage.reference_cycles; ++c) bounds.push_back(spans[c].begin - profile.reference.first_sample);
+            std::vector<std::size_t> bounds = profile.reference.cycle_begins;
             bounds.push_back(profile.reference.size());
             twins = align_reference_cycles(profile.reference, bounds, kCoverageTolerance);
         }

@@ -406,6 +406,8 @@ void Detector::reset() {
     std::fill(moved_.begin(), moved_.end(), 0);
     has_shared_ = false;
     has_previous_ = false;
+    cycle_counter_seen_ = false;
+    cycle_age_ = std::numeric_limits<std::size_t>::max();
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     speed_evidence_ = 0.0;
     speed_prior_weight_ = 1.0;
@@ -694,12 +696,17 @@ Decision Detector::update(const Sample& sample) {
         double score = 0;
         for (std::size_t j = 0; j < n; ++j) {
             // (the level of a joint resting since the stream began tells no phase from another
-            // beyond its friction band, nor at all where no band is known; off the recorded speed
-            // the score stays with the whole deviation: discounting the band there too let the
-            // partner drift on the VP-6242-like at 70 %, a CUSUM stop with the Gumbel limits)
-            const double deviation = resting_level_unknown(j) ? 0.0
-                                                              : std::abs(near_deviation(j, candidate).deviation) -
-                                                                    (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
+            // beyond its friction band; off the recorded speed the score stays with the whole
+            // deviation: discounting the band there too let the partner drift on the VP-6242-like
+            // at 70 %, a CUSUM stop with the Gumbel limits. Where no band is known the level found
+            // tells nothing, its changes do, as the rules judge them: below, once the level is set)
+            double deviation = 0.0;
+            if (!resting_level_unknown(j)) {
+                deviation = std::abs(near_deviation(j, candidate).deviation) - (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
+            } else if (rest_samples_[j] >= kRestSamples) {
+                const double d = near_deviation(j, candidate).deviation - correction_[j];
+                deviation = std::min(std::abs(d), std::abs(d - rest_offset_[j]));
+            }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
         }
@@ -710,6 +717,15 @@ Decision Detector::update(const Sample& sample) {
         if (carrying_known && carrying_now != (reference_payload_[candidate] > 0.0)) score += 2e3 * static_cast<double>(n) + 1.0;
         return score;
     };
+    // The robot's cycle counter: a change is a cycle's begin (Reference::cycle_begins).
+    if (cycle_counter_seen_ && sample.cycle != cycle_counter_) {
+        cycle_age_ = 0;
+    } else if (cycle_age_ < std::numeric_limits<std::size_t>::max()) {
+        ++cycle_age_;
+    }
+    cycle_counter_ = sample.cycle;
+    cycle_counter_seen_ = true;
+    const bool cycle_begun = cycle_age_ < m;
     const auto consider_candidate = [&](std::size_t candidate) {
         if (candidate >= n_ref) return;
         const double score = score_of(candidate);
@@ -724,6 +740,21 @@ Decision Detector::update(const Sample& sample) {
     };
     const bool stream_moved = std::any_of(moved_.begin(), moved_.end(), [](std::uint8_t moved) { return moved != 0; });
     for (std::size_t c = 0; c < n; ++c) consider_candidate(evaluations_[c].rule1.partner);
+    // The counter changed less than a window ago: the program has begun a cycle, and the
+    // reference's cycles begin at their counter changes too. Without these candidates the partner
+    // could stay in (or go back to) the standstill that ends a reference cycle while the torque
+    // already ramps for the next cycle's move, the robot's pose the same at both (UR5e-like
+    // pick-and-place, double payload: on a new cycle's third sample the partner went from the
+    // reference's start back to its last standstill, joint 1 off by 4.0 Nm, 2.0 on the next
+    // sample, a CUSUM stop). A program that waits after counting stands still, and the score
+    // keeps its partner in the standstill.
+    if (cycle_begun) {
+        const auto& begins = profile_.reference.cycle_begins;
+        for (std::size_t c = 0; c < begins.size(); ++c) {
+            const std::size_t end = c + 1 < begins.size() ? begins[c + 1] : n_ref;
+            if (begins[c] + cycle_age_ < end) consider_candidate(begins[c] + cycle_age_);
+        }
+    }
     if (!has_shared_) consider_kinematic_nearest();
     if (has_shared_) {
         // The task repeats: past the reference's last sample the continuation is its first (the

@@ -60,6 +60,20 @@ void Profile::validate() const {
                                                     reference.tau[j].size(), reference.size()));
         }
     }
+    if (!reference.cycle_begins.empty()) {
+        const auto& b = reference.cycle_begins;
+        if (b.size() != reference.cycles.size()) {
+            throw std::invalid_argument(fmt::format("profile reference has {} cycle begins for {} cycles; expected one per cycle", b.size(),
+                                                    reference.cycles.size()));
+        }
+        if (b.front() != 0) throw std::invalid_argument(fmt::format("profile reference's first cycle begins at sample {}; expected 0", b.front()));
+        for (std::size_t c = 1; c < b.size(); ++c) {
+            if (b[c] <= b[c - 1] || b[c] >= reference.size()) {
+                throw std::invalid_argument(fmt::format("profile reference's cycle {} begins at sample {}; expected after {} and before {}", c + 1,
+                                                        b[c], b[c - 1], reference.size()));
+            }
+        }
+    }
     if (thresholds.size() != joints) {
         throw std::invalid_argument(fmt::format("profile has thresholds for {} joints; expected {}", thresholds.size(), joints));
     }
@@ -187,6 +201,7 @@ nlohmann::json to_json(const Profile& p) {
                 {"tau", p.reference.tau},
                 {"q", p.reference.q}};
     if (!p.reference.payload.empty()) ref["payload"] = p.reference.payload;
+    if (!p.reference.cycle_begins.empty()) ref["cycle_begins"] = p.reference.cycle_begins;
     json out = {{"format", "warpguard-profile"},
                 {"version", 1},
                 {"robot", p.robot},
@@ -276,6 +291,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     p.reference.tau = typed<std::vector<std::vector<double>>>(ref, "tau", "reference");
     p.reference.q = typed<std::vector<std::vector<double>>>(ref, "q", "reference");
     if (ref.contains("payload")) p.reference.payload = typed<std::vector<double>>(ref, "payload", "reference");
+    if (ref.contains("cycle_begins")) p.reference.cycle_begins = typed<std::vector<std::size_t>>(ref, "cycle_begins", "reference");
     const auto& ths = field(j, "thresholds", "profile");
     if (!ths.is_array()) throw std::invalid_argument("profile.thresholds must be an array");
     for (std::size_t k = 0; k < ths.size(); ++k) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -350,6 +351,14 @@ private:
     static constexpr double kMovingVelocity = 10.0 * kCoulombSmoothing / 9.0;
     std::vector<std::uint8_t> reference_moving_;
     std::vector<std::size_t> standstill_end_;
+    // The robot's cycle counter (Sample::cycle) with the reference's cycle begins
+    // (Reference::cycle_begins): for the first m samples after the counter changed, the program
+    // has just begun a cycle, and each reference cycle's begin plus the samples since the change
+    // is a shared-partner candidate (the score decides; a program that waits after counting keeps
+    // its partner in the standstill it stands in).
+    std::int64_t cycle_counter_ = 0;   // the counter of the last sample
+    bool cycle_counter_seen_ = false;  // a sample came in since the stream began
+    std::size_t cycle_age_ = std::numeric_limits<std::size_t>::max();  // samples since the counter changed
     std::vector<Eigen::Isometry3d> payload_frames_;
     std::vector<Eigen::Vector3d> payload_columns_;
     std::vector<double> payload_applied_;  // per joint: what was taken off the newest sample

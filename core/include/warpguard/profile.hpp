@@ -77,6 +77,10 @@ struct JointThresholds {
 struct Reference {
     std::string source;                  // file the reference was cut from
     std::vector<std::int64_t> cycles;    // cycle counter values it spans
+    // Where each of those cycles begins (reference sample index, the first 0; one per cycle). Empty
+    // in profiles written before it was recorded: the detector then does not use the robot's cycle
+    // counter.
+    std::vector<std::size_t> cycle_begins;
     std::size_t first_sample = 0;        // index in that file
     std::vector<double> t;
     std::vector<std::vector<double>> tau;  // tau[joint][k]
