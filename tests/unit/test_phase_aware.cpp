@@ -1,5 +1,6 @@
 // The phase-aware detector (issue 8), WarpGuard's default, on the planar arm.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -19,6 +20,14 @@ std::vector<Decision> run(const Profile& profile, const Recording& rec, Detector
     std::vector<Decision> out;
     for (std::size_t i = 0; i < rec.size(); ++i) out.push_back(d.update(rec.sample(i, tau, q)));
     return out;
+}
+
+// Four cycles of the planar task on a seed calibration never used.
+Recording four_cycles(std::uint64_t seed) {
+    RunOptions opt;
+    opt.cycles = 4;
+    opt.seed = seed;
+    return simulate(default_arm(), default_task(), opt);
 }
 
 std::size_t stop_events(const std::vector<Decision>& d) {
@@ -163,10 +172,7 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
     // the reference's last standstill; when the move begins, the torque changes a few samples before
     // the joints leave rest, and the partner must go to the reference's first move with it.
     const Profile& p = test::phase_profile();
-    RunOptions opt;
-    opt.cycles = 4;
-    opt.seed = 93;  // not a calibration seed
-    const Recording full = simulate(default_arm(), default_task(), opt);
+    const Recording full = four_cycles(93);  // not a calibration seed
     const auto cycles = full.complete_cycles();
     REQUIRE(cycles.size() >= 2);
     const std::size_t boundary = cycles[1].begin;  // the first sample of a cycle's move
@@ -237,10 +243,7 @@ TEST_CASE("the robot's cycle counter puts the shared partner at a reference cycl
     Profile blind = p;  // a profile from before the cycle begins were recorded
     blind.reference.cycle_begins.clear();
     CHECK(profile_from_json(to_json(blind)).reference.cycle_begins.empty());
-    RunOptions opt;
-    opt.cycles = 4;
-    opt.seed = 93;  // not a calibration seed
-    const Recording full = simulate(default_arm(), default_task(), opt);
+    const Recording full = four_cycles(93);  // not a calibration seed
     const auto cycles = full.complete_cycles();
     REQUIRE(cycles.size() >= 2);
     const std::size_t lead = cycles[1].begin - cycles[0].begin;  // a whole cycle first: every joint has moved
@@ -283,10 +286,7 @@ TEST_CASE("a program that waits after counting its cycle keeps the partner at re
     // lose against the dwell the robot still stands in. 40 samples of rest (twice the window)
     // between the counter's change and the move, then the move: no stop, no ratio near 1.
     const Profile& p = test::phase_profile();
-    RunOptions opt;
-    opt.cycles = 4;
-    opt.seed = 94;  // not a calibration seed
-    const Recording full = simulate(default_arm(), default_task(), opt);
+    const Recording full = four_cycles(94);  // not a calibration seed
     const auto cycles = full.complete_cycles();
     REQUIRE(cycles.size() >= 3);
     const std::size_t boundary = cycles[1].begin, wait = 2 * p.window;
