@@ -704,7 +704,7 @@ Decision Detector::update(const Sample& sample) {
             if (!resting_level_unknown(j)) {
                 deviation = std::abs(near_deviation(j, candidate).deviation) - (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
             } else if (rest_samples_[j] >= kRestSamples) {
-                const double d = near_deviation(j, candidate).deviation - correction_[j];
+                const double d = near_deviation(j, candidate).deviation;
                 deviation = std::min(std::abs(d), std::abs(d - rest_offset_[j]));
             }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
