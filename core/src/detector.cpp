@@ -406,7 +406,6 @@ void Detector::reset() {
     std::fill(moved_.begin(), moved_.end(), 0);
     has_shared_ = false;
     has_previous_ = false;
-    cycle_counter_seen_ = false;
     cycle_age_ = std::numeric_limits<std::size_t>::max();
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     speed_evidence_ = 0.0;
@@ -704,8 +703,7 @@ Decision Detector::update(const Sample& sample) {
             if (!resting_level_unknown(j)) {
                 deviation = std::abs(near_deviation(j, candidate).deviation) - (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
             } else if (rest_samples_[j] >= kRestSamples) {
-                const double d = near_deviation(j, candidate).deviation;
-                deviation = std::min(std::abs(d), std::abs(d - rest_offset_[j]));
+                deviation = change_from_rest_offset(j, near_deviation(j, candidate).deviation);
             }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
@@ -718,13 +716,12 @@ Decision Detector::update(const Sample& sample) {
         return score;
     };
     // The robot's cycle counter: a change is a cycle's begin (Reference::cycle_begins).
-    if (cycle_counter_seen_ && sample.cycle != cycle_counter_) {
+    if (has_previous_ && sample.cycle != cycle_counter_) {
         cycle_age_ = 0;
     } else if (cycle_age_ < std::numeric_limits<std::size_t>::max()) {
         ++cycle_age_;
     }
     cycle_counter_ = sample.cycle;
-    cycle_counter_seen_ = true;
     const bool cycle_begun = cycle_age_ < m;
     const auto consider_candidate = [&](std::size_t candidate) {
         if (candidate >= n_ref) return;
@@ -970,7 +967,7 @@ Decision Detector::update(const Sample& sample) {
                 } else {
                     // (never more than the deviation itself: inside the reference's range is
                     // nominal; the payload model's error band holds at rest as in motion)
-                    excess = std::max(0.0, std::min(std::abs(deviation), std::abs(deviation - rest_offset_[j])) - ev.payload_band);
+                    excess = std::max(0.0, change_from_rest_offset(j, deviation) - ev.payload_band);
                     // Within the threshold of 0 or of the held offset (their hull: the held offset
                     // lies within the friction band, so the two ranges overlap or nearly do).
                     allowed_low = std::min(0.0, rest_offset_[j]) - ev.phase_threshold - ev.payload_band;

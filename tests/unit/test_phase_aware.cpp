@@ -30,6 +30,13 @@ Recording four_cycles(std::uint64_t seed) {
     return simulate(default_arm(), default_task(), opt);
 }
 
+// The largest phase-aware ratio over the joints after the detector's last update.
+double largest_ratio(const Detector& d) {
+    double r = 0;
+    for (const auto& ev : d.evaluations()) r = std::max(r, ev.ratio);
+    return r;
+}
+
 std::size_t stop_events(const std::vector<Decision>& d) {
     std::size_t events = 0;
     for (std::size_t i = 0; i < d.size(); ++i) events += d[i].stop() && (i == 0 || !d[i - 1].stop());
@@ -184,12 +191,8 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
         for (std::size_t i = 15; i < 18; ++i) rec.q[j][i] = rec.q[j][14];
     }
     // Where the reference's cycles begin (it holds several).
-    const Recording& reference = test::reference_recording();
     const std::size_t n_ref = p.reference.size();
-    std::vector<std::size_t> starts;
-    for (const auto& c : reference.cycles()) {
-        if (c.begin >= p.reference.first_sample && c.begin < p.reference.first_sample + n_ref) starts.push_back(c.begin - p.reference.first_sample);
-    }
+    const std::vector<std::size_t>& starts = p.reference.cycle_begins;
     REQUIRE(starts.size() >= 2);
     const auto at_a_start = [&](std::size_t partner) {
         return std::any_of(starts.begin(), starts.end(), [&](std::size_t s) { return partner >= s && partner < s + 10; });
@@ -197,7 +200,7 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
     Detector d(p);
     std::vector<double> tau(rec.joints()), q(rec.joints());
     std::size_t before = 0;
-    double largest_ratio = 0;
+    double largest = 0;
     for (std::size_t i = 0; i <= 15 + 4; ++i) {
         const Decision decision = d.update(rec.sample(i, tau, q));
         CHECK_FALSE(decision.stop());
@@ -205,7 +208,7 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
         if (i == 14) before = partner;
         // (The stream's very first sample is matched with nothing before it; from the second on.)
         if (i >= 1) {
-            for (const auto& ev : d.evaluations()) largest_ratio = std::max(largest_ratio, ev.ratio);
+            largest = std::max(largest, largest_ratio(d));
         }
         if (i >= 16) {
             INFO("sample " << i - 15 << " of the move: partner " << partner << " of " << n_ref);
@@ -214,7 +217,7 @@ TEST_CASE("a stream that starts in the standstill ending a cycle follows the nex
     }
     INFO("partner in the dwell before the move: " << before);
     CHECK(before > n_ref - 60);  // the stream joined in the reference's last standstill
-    CHECK(largest_ratio < 1.0);
+    CHECK(largest < 1.0);
 }
 
 TEST_CASE("the robot's cycle counter puts the shared partner at a reference cycle's begin", "[phase-aware]") {
@@ -249,14 +252,9 @@ TEST_CASE("the robot's cycle counter puts the shared partner at a reference cycl
     const std::size_t lead = cycles[1].begin - cycles[0].begin;  // a whole cycle first: every joint has moved
     const Recording rec = full.slice(cycles[0].begin, full.size());
     REQUIRE(rec.cycle[lead - 1] != rec.cycle[lead]);
-    const auto at_a_begin = [&](std::size_t partner, std::size_t age) {
+    const auto at_a_begin = [&](std::size_t partner) {
         return std::any_of(p.reference.cycle_begins.begin(), p.reference.cycle_begins.end(),
-                           [&](std::size_t b) { return partner >= b && partner <= b + age + 2; });
-    };
-    const auto largest_ratio = [](const Detector& d) {
-        double r = 0;
-        for (const auto& ev : d.evaluations()) r = std::max(r, ev.ratio);
-        return r;
+                           [&](std::size_t b) { return partner >= b && partner <= b + 2; });
     };
     Detector counted(p), not_counted(blind);
     std::vector<double> tau(rec.joints()), q(rec.joints());
@@ -271,7 +269,7 @@ TEST_CASE("the robot's cycle counter puts the shared partner at a reference cycl
             CHECK(largest_ratio(counted) < 1.0);
         }
         if (i == lead) {
-            CHECK(at_a_begin(partner, 0));
+            CHECK(at_a_begin(partner));
             // Without the counter the partner is still in the dwell ending the reference, and the
             // move's first sample is over its threshold there.
             CHECK(not_counted.evaluations()[0].shared.partner > p.reference.size() - p.window);
@@ -300,7 +298,7 @@ TEST_CASE("a program that waits after counting its cycle keeps the partner at re
         stops += d.update(s).stop();
         if (d.warming_up()) return;
         ++judged;
-        for (const auto& ev : d.evaluations()) largest = std::max(largest, ev.ratio);
+        largest = std::max(largest, largest_ratio(d));
     };
     for (std::size_t i = cycles[0].begin; i < boundary; ++i) feed(full.sample(i, tau, q));
     for (std::size_t k = 0; k < wait; ++k) {

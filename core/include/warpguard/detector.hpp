@@ -287,6 +287,10 @@ private:
     std::vector<std::vector<std::uint8_t>> reference_rest_;  // [joint][reference sample]: rests there (and just after)
     std::vector<std::size_t> rest_samples_;  // samples of the current rest seen so far (saturates)
     std::vector<double> rest_offset_;        // accumulated, then held offset of the current rest
+    // How far deviation `d` of a resting joint lies from 0 or from its held rest offset, whichever
+    // is nearer: what the rules judge once the offset is set, and (for a level found at the
+    // stream's start) what scores the shared partner.
+    double change_from_rest_offset(std::size_t joint, double d) const { return std::min(std::abs(d), std::abs(d - rest_offset_[joint])); }
     // Whether each joint has clearly moved (kMovingVelocity) since the stream began. Until it has,
     // the torque its dry friction holds is whatever it held when it came to rest before the stream
     // began, which no sample showed: the band is open for it at any speed.
@@ -356,8 +360,7 @@ private:
     // has just begun a cycle, and each reference cycle's begin plus the samples since the change
     // is a shared-partner candidate (the score decides; a program that waits after counting keeps
     // its partner in the standstill it stands in).
-    std::int64_t cycle_counter_ = 0;   // the counter of the last sample
-    bool cycle_counter_seen_ = false;  // a sample came in since the stream began
+    std::int64_t cycle_counter_ = 0;  // the counter of the last sample (has_previous_: there was one)
     std::size_t cycle_age_ = std::numeric_limits<std::size_t>::max();  // samples since the counter changed
     std::vector<Eigen::Isometry3d> payload_frames_;
     std::vector<Eigen::Vector3d> payload_columns_;
