@@ -27,16 +27,13 @@
 
 #include "warpguard/profile.hpp"
 #include "warpguard/recording.hpp"
+#include "warpguard/reference_cycles.hpp"
 
 namespace warpguard {
 
 // Documented default window: 30 samples, the measurement vector length of the thesis's Figure 14.
 inline constexpr std::size_t kDefaultWindow = 30;
 
-// How close a nominal cycle's joint path must come to the reference's, rad (largest joint): a pose
-// 0.05 rad away changes a gravity torque by at most 5 % of its size (|d cos q| <= |dq|), so the
-// reference still has that phase; farther, it is another variant of the task.
-inline constexpr double kCoverageTolerance = 0.05;
 // With reference_cycles = 0 (automatic) the reference has at least this many cycles: thesis §3.2.1,
 // more than one cycle, so that the transition from one cycle to the next is part of it.
 inline constexpr std::size_t kMinReferenceCycles = 2;
@@ -184,23 +181,6 @@ struct ReferenceCoverage {
 ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                                           std::size_t given, bool same_recording = false, std::size_t min_nominal_cycles = 0,
                                           double tolerance = kCoverageTolerance);
-
-// Where the reference's cycles pass through the same phase of the task. The nominal windows are
-// matched to one reference cycle or another, so each cycle's samples see only some of them; a
-// phase's largest nominal deviation is the largest over all the cycles that pass through it.
-// For reference sample p and cycle c: the samples of cycle c aligned with p, [lo, hi] (lo > hi:
-// none within the pose tolerance).
-struct CycleTwins {
-    std::size_t cycles = 0;
-    std::vector<std::uint32_t> lo, hi;  // [p * cycles + c]
-    std::size_t aligned = 0;            // reference samples with a twin in every other cycle
-    double largest_pose_distance = 0;   // on the alignments, rad (largest joint)
-    bool empty() const { return cycles < 2; }
-};
-
-// The reference's cycles [bounds[c], bounds[c + 1]) aligned pairwise by DTW over their joint
-// angles and torques; twins within `tolerance` rad on every joint (calibration.cpp).
-CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance = kCoverageTolerance);
 
 // Builds a complete profile. Throws std::invalid_argument naming the file and value at fault.
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,

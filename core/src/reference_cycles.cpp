@@ -1,0 +1,93 @@
+#include "warpguard/reference_cycles.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "warpguard/mdtw.hpp"
+
+namespace warpguard {
+
+// The reference's cycles aligned pairwise by DTW over their joint angles and torques: the cost of
+// pairing two samples is the sum over joints of |dq| / tolerance + |dtau| / (the joint's reference
+// torque range). The angles place the pose; the torques place a step within a standstill (a part
+// released, a screwdriver stopping), where the angles do not change. A pair is a twin only where
+// every joint's angle is within `tolerance` (the coverage tolerance: farther, it is another pose).
+CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance) {
+    if (!(tolerance > 0)) throw std::invalid_argument(fmt::format("the alignment's pose tolerance must be > 0 rad, got {}", tolerance));
+    for (std::size_t c = 1; c < bounds.size(); ++c) {
+        if (bounds[c] <= bounds[c - 1] || bounds[c] > ref.size()) {
+            throw std::invalid_argument(fmt::format("reference cycle bounds must rise within the reference's {} samples; bound {} is {} after {}",
+                                                    ref.size(), c, bounds[c], bounds[c - 1]));
+        }
+    }
+    CycleTwins out;
+    if (bounds.size() < 3) return out;
+    const std::size_t cycles = bounds.size() - 1;
+    out.cycles = cycles;
+    const std::size_t n = ref.size();
+    const std::size_t joints = ref.q.size();
+    out.lo.assign(n * cycles, 1);
+    out.hi.assign(n * cycles, 0);
+    for (std::size_t c = 0; c < cycles; ++c) {  // each sample is its own twin in its own cycle
+        for (std::size_t p = bounds[c]; p < bounds[c + 1]; ++p) out.lo[p * cycles + c] = out.hi[p * cycles + c] = static_cast<std::uint32_t>(p);
+    }
+    std::vector<double> range(joints, 0.0);
+    for (std::size_t j = 0; j < joints; ++j) {
+        const auto [mn, mx] = std::minmax_element(ref.tau[j].begin(), ref.tau[j].end());
+        range[j] = std::max(*mx - *mn, 1e-9);
+    }
+    const auto cost = [&](std::size_t a, std::size_t b) {
+        double sum = 0;
+        for (std::size_t j = 0; j < joints; ++j) {
+            sum += std::abs(ref.q[j][a] - ref.q[j][b]) / tolerance + std::abs(ref.tau[j][a] - ref.tau[j][b]) / range[j];
+        }
+        return sum;
+    };
+    for (std::size_t ca = 0; ca < cycles; ++ca) {
+        for (std::size_t cb = ca + 1; cb < cycles; ++cb) {
+            const std::size_t a0 = bounds[ca], b0 = bounds[cb];
+            // Long cycles are aligned on every stride-th sample, so that the pairs stay within
+            // 16 M (16 MB of steps and a fraction of a second; two cycles of 4,000 samples); each
+            // of a sample's stride neighbours then takes its twins.
+            constexpr double kAlignPairs = 16.0e6;
+            const std::size_t full_a = bounds[ca + 1] - a0, full_b = bounds[cb + 1] - b0;
+            const std::size_t stride = std::max<std::size_t>(
+                1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(full_a) * static_cast<double>(full_b) / kAlignPairs))));
+            const std::size_t la = (full_a + stride - 1) / stride, lb = (full_b + stride - 1) / stride;
+            // DTW, both ends anchored (every cycle starts and ends where the task does).
+            const DtwResult aligned = dtw_path(la, lb, [&](std::size_t i, std::size_t k) { return cost(a0 + i * stride, b0 + k * stride); });
+            for (const PathStep& pair : aligned.path) {
+                const std::size_t a = a0 + pair.i * stride, b = b0 + pair.j * stride;
+                double far = 0;
+                for (std::size_t j = 0; j < joints; ++j) far = std::max(far, std::abs(ref.q[j][a] - ref.q[j][b]));
+                out.largest_pose_distance = std::max(out.largest_pose_distance, far);
+                if (far > tolerance) continue;
+                // Samples [p, p + stride) of one cycle (within it) take [twin, twin + stride) of cycle c.
+                const auto widen = [&](std::size_t p, std::size_t p_end, std::size_t c, std::size_t twin, std::size_t twin_end) {
+                    const auto first = static_cast<std::uint32_t>(twin);
+                    const auto last = static_cast<std::uint32_t>(std::min(twin + stride, twin_end) - 1);
+                    for (std::size_t x = p; x < std::min(p + stride, p_end); ++x) {
+                        auto& lo = out.lo[x * cycles + c];
+                        auto& hi = out.hi[x * cycles + c];
+                        if (lo > hi) lo = first, hi = last;
+                        lo = std::min(lo, first);
+                        hi = std::max(hi, last);
+                    }
+                };
+                widen(a, a0 + full_a, cb, b, b0 + full_b);
+                widen(b, b0 + full_b, ca, a, a0 + full_a);
+            }
+        }
+    }
+    for (std::size_t p = 0; p < n; ++p) {
+        bool all = true;
+        for (std::size_t c = 0; c < cycles; ++c) all = all && out.lo[p * cycles + c] <= out.hi[p * cycles + c];
+        out.aligned += all;
+    }
+    return out;
+}
+
+}  // namespace warpguard
