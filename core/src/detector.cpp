@@ -8,6 +8,7 @@
 #include "kinematic_nearest.hpp"
 #include "warpguard/dynamics.hpp"
 #include "warpguard/lever_length.hpp"
+#include "warpguard/reference_cycles.hpp"
 
 namespace warpguard {
 
@@ -293,6 +294,42 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         // until the partner reached the wrap-around — at a stream's start it never did).
         for (std::size_t k = size; k-- > 0 && standstill_end_[k] == size;) standstill_end_[k] = standstill_end_[0];
     }
+    if (profile_.method == MatchingMethod::Mdtw && profile_.reference.cycle_begins.size() >= 2) {
+        // The reference's cycles pass through the same phases of the task (mDTW: the task repeats;
+        // KA-mDTW's cycles are variants of it). Where a move of one cycle has twins in the others
+        // (reference_cycles.hpp, as calibration pools its thresholds), any value a reference cycle
+        // read there is nominal: per joint and sample, the twins (+- kPartnerSlack) whose recorded
+        // values are least and largest join the partner's range (partner_range). Without them the
+        // partner may hop between the cycles' copies of a move sample by sample, each leaving the
+        // sample farther off than some other copy does (VP-6242-like nominal run: joint 5 1.7 A
+        // off at reference sample 1448 where the first cycle's twin read 0.5 A nearer, a CUSUM
+        // stop, the only false stop event left in the suite's nominal runs).
+        std::vector<std::size_t> bounds = profile_.reference.cycle_begins;
+        bounds.push_back(profile_.reference.size());
+        const CycleTwins twins = align_reference_cycles(profile_.reference, bounds, kCoverageTolerance);
+        const std::size_t size = profile_.reference.size();
+        twin_low_.assign(profile_.joints, std::vector<std::uint32_t>(size));
+        twin_high_.assign(profile_.joints, std::vector<std::uint32_t>(size));
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            const auto& b = references_[j];
+            for (std::size_t p = 0; p < size; ++p) {
+                auto low = static_cast<std::uint32_t>(p), high = low;
+                for (std::size_t c = 0; c < twins.cycles; ++c) {
+                    const std::size_t lo = twins.lo[p * twins.cycles + c], hi = twins.hi[p * twins.cycles + c];
+                    if (lo > hi) continue;  // no twin within the pose tolerance in that cycle
+                    // (+- the slack within the twin's own cycle: past its end lies the next cycle's
+                    // start, which the reference's last samples do not reach either)
+                    const std::size_t first = std::max(bounds[c], lo > kPartnerSlack ? lo - kPartnerSlack : 0);
+                    const std::size_t last = std::min(bounds[c + 1] - 1, hi + kPartnerSlack);
+                    for (std::size_t k = first; k <= last; ++k) {
+                        if (b[k] < b[low]) low = static_cast<std::uint32_t>(k);
+                        if (b[k] > b[high]) high = static_cast<std::uint32_t>(k);
+                    }
+                }
+                twin_low_[j][p] = low, twin_high_[j][p] = high;
+            }
+        }
+    }
     if (matcher == MatcherKind::Streaming) {
         streaming_ = std::make_unique<StreamingMdtw>(profile_.window, references_);
     } else {
@@ -373,6 +410,10 @@ std::pair<double, double> Detector::partner_range(std::size_t joint, std::size_t
     for (std::size_t k = lo; k <= hi; ++k) {
         const double b = expected(joint, k);
         low = std::min(low, b), high = std::max(high, b);
+    }
+    if (!twin_low_.empty()) {  // the twins' least and largest recorded values, at the current speed
+        const double a = expected(joint, twin_low_[joint][partner]), b = expected(joint, twin_high_[joint][partner]);
+        low = std::min({low, a, b}), high = std::max({high, a, b});
     }
     return {low, high};
 }
@@ -703,7 +744,10 @@ Decision Detector::update(const Sample& sample) {
             if (!resting_level_unknown(j)) {
                 deviation = std::abs(near_deviation(j, candidate).deviation) - (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
             } else if (rest_samples_[j] >= kRestSamples) {
-                deviation = change_from_rest_offset(j, near_deviation(j, candidate).deviation);
+                const auto [low, high] = partner_range(j, candidate);
+                const double value = windows_[j * m + m - 1];
+                const double a = (reads_flipped(j, candidate) ? -value : value) - correction_[j];
+                deviation = change_from_rest_offset(j, a, low, high);
             }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
@@ -967,7 +1011,9 @@ Decision Detector::update(const Sample& sample) {
                 } else {
                     // (never more than the deviation itself: inside the reference's range is
                     // nominal; the payload model's error band holds at rest as in motion)
-                    excess = std::max(0.0, change_from_rest_offset(j, deviation) - ev.payload_band);
+                    // (the raw value against the dead zones so far, as it is and less the offset)
+                    const double x = windows_[j * m + m - 1] - correction_[j] - expected(j, partner);
+                    excess = std::max(0.0, change_from_rest_offset(j, x, ev.limit_low + zone_low, ev.limit_high + zone_high) - ev.payload_band);
                     // Within the threshold of 0 or of the held offset (their hull: the held offset
                     // lies within the friction band, so the two ranges overlap or nearly do).
                     allowed_low = std::min(0.0, rest_offset_[j]) - ev.phase_threshold - ev.payload_band;

@@ -183,7 +183,8 @@ private:
     Decision fault(const Sample& sample) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
     AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
-    // The least and largest reference value within +- kPartnerSlack samples of `partner`.
+    // The least and largest reference value within +- kPartnerSlack samples of `partner` and, for
+    // mDTW with several reference cycles, of its twins in the other cycles (twin_low_/high_).
     std::pair<double, double> partner_range(std::size_t joint, std::size_t partner) const;
     // How far `a` lies beyond [low, high] (signed; 0 inside).
     static double beyond_range(double a, double low, double high) { return a > high ? a - high : (a < low ? a - low : 0.0); }
@@ -284,13 +285,23 @@ private:
     // them is still judged beyond the band.
     static constexpr double kRestVelocity = kCoulombSmoothing / 9.0;
     static constexpr std::size_t kRestSamples = 5;
+    // [joint][reference sample]: the sample's twins in the reference's other cycles (+- kPartnerSlack)
+    // whose recorded values are least and largest (the sample itself where none is beyond it).
+    // Empty without the reference's cycle begins, or for KA-mDTW.
+    std::vector<std::vector<std::uint32_t>> twin_low_, twin_high_;
     std::vector<std::vector<std::uint8_t>> reference_rest_;  // [joint][reference sample]: rests there (and just after)
     std::vector<std::size_t> rest_samples_;  // samples of the current rest seen so far (saturates)
     std::vector<double> rest_offset_;        // accumulated, then held offset of the current rest
-    // How far deviation `d` of a resting joint lies from 0 or from its held rest offset, whichever
-    // is nearer: what the rules judge once the offset is set, and (for a level found at the
-    // stream's start) what scores the shared partner.
-    double change_from_rest_offset(std::size_t joint, double d) const { return std::min(std::abs(d), std::abs(d - rest_offset_[joint])); }
+    // How far a resting joint's value `x` lies beyond the dead zone [low, high] as it is or less its
+    // held rest offset, whichever is nearer: what the rules judge once the offset is set, and (for
+    // a level found at the stream's start) what scores the shared partner. The offset shifts the
+    // value, not the deviation left after the dead zone: where the zone is wide (the partner range
+    // at the start of a move) a value inside the shifted zone is no change (planar arm, a level
+    // 1.6 F found at rest: as the torque ramped for the move, the deviation 0.85 from the range
+    // less the held 1.27 read as a change of 0.42, a CUSUM stop; the value less 1.27 lay inside).
+    double change_from_rest_offset(std::size_t joint, double x, double low, double high) const {
+        return std::min(std::abs(beyond_range(x, low, high)), std::abs(beyond_range(x - rest_offset_[joint], low, high)));
+    }
     // Whether each joint has clearly moved (kMovingVelocity) since the stream began. Until it has,
     // the torque its dry friction holds is whatever it held when it came to rest before the stream
     // began, which no sample showed: the band is open for it at any speed.
