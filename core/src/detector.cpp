@@ -301,9 +301,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         // read there is nominal: per joint and sample, the twins (+- kPartnerSlack) whose recorded
         // values are least and largest join the partner's range (partner_range). Without them the
         // partner may hop between the cycles' copies of a move sample by sample, each leaving the
-        // sample farther off than some other copy does (VP-6242-like nominal run: joint 5 1.7 A
-        // off at reference sample 1448 where the first cycle's twin read 0.5 A nearer, a CUSUM
-        // stop, the only false stop event left in the suite's nominal runs).
+        // sample farther off than some other copy does (VP-6242-like nominal run: joint 5 1.2-1.7 %
+        // off its own copy through one move while another copy read up to 0.6 % nearer, a CUSUM
+        // stop, the suite's only false stop event left in its nominal runs; 0 with the twins).
         std::vector<std::size_t> bounds = profile_.reference.cycle_begins;
         bounds.push_back(profile_.reference.size());
         const CycleTwins twins = align_reference_cycles(profile_.reference, bounds, kCoverageTolerance);

@@ -1,5 +1,6 @@
 // The phase-aware detector (issue 8), WarpGuard's default, on the planar arm.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -316,4 +317,68 @@ TEST_CASE("a program that waits after counting its cycle keeps the partner at re
     CHECK(judged > 2 * (cycles[1].end - cycles[1].begin));
     CHECK(stops == 0);
     CHECK(largest < 0.9);
+}
+
+TEST_CASE("the partner range holds every reference cycle's value at the partner's phase", "[phase-aware]") {
+    // The reference's cycles pass through the same phases of the task, and the shared partner of
+    // a sample may lie in any of their copies; a value one copy read there is nominal in all. Here
+    // the copies of the task's longer dwells are moved apart on purpose, up by delta on joint 1 in
+    // the even reference cycles and down in the odd ones, and clean cycles streamed. With the
+    // cycles' begins the range at a partner in a dwell spans both copies and holds the clean value;
+    // without them (a profile from before they were recorded) the partner's own range holds one
+    // copy, and the partner can only escape to a dwell's edge, whose +- 2 samples reach into the
+    // move (unmodified): at one dwell that leaves the clean samples about 0.38 delta off. (The
+    // published profile: its limits are the partner range alone. In a dwell the signal is flat, so
+    // no warping finds another sample that reads the clean value.)
+    Profile p = test::planar_profile();
+    const std::vector<std::size_t> begins = p.reference.cycle_begins;
+    REQUIRE(begins.size() >= 2);
+    const std::size_t n = p.reference.size(), j = 0;
+    auto& ref = p.reference.tau[j];
+    const auto [lo, hi] = std::minmax_element(ref.begin(), ref.end());
+    const double delta = 0.05 * (*hi - *lo);
+    // The dwells: 30 samples or more where no joint angle changes by 1e-5 rad.
+    std::vector<std::pair<std::size_t, std::size_t>> dwells;  // [first, last)
+    std::vector<std::uint8_t> cycles_with_dwells(begins.size(), 0);
+    for (std::size_t k = 1, first = 0; k <= n; ++k) {
+        bool still = k < n;
+        for (std::size_t i = 0; i < p.joints && still; ++i) still = std::abs(p.reference.q[i][k] - p.reference.q[i][k - 1]) < 1e-5;
+        if (still) continue;
+        if (k - first >= 30) {
+            const auto cycle = static_cast<std::size_t>(std::upper_bound(begins.begin(), begins.end(), first) - begins.begin()) - 1;
+            for (std::size_t x = first; x < k; ++x) ref[x] += cycle % 2 ? -delta : delta;
+            dwells.emplace_back(first, k);
+            cycles_with_dwells[cycle] = 1;
+        }
+        first = k;
+    }
+    REQUIRE(std::count(cycles_with_dwells.begin(), cycles_with_dwells.end(), 1) >= 2);
+    // (away from a dwell's ends, where its twins may lie a few samples apart)
+    const auto inside = [&](std::size_t partner) {
+        return std::any_of(dwells.begin(), dwells.end(), [&](const auto& s) { return partner >= s.first + 5 && partner + 5 < s.second; });
+    };
+    Profile blind = p;
+    blind.reference.cycle_begins.clear();
+    Detector pooled(p), own(blind);
+    const Recording rec = four_cycles(95);  // not a calibration seed
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    std::size_t samples = 0;
+    double narrowest = INFINITY, pooled_largest = 0, own_largest = 0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        const Sample s = rec.sample(i, tau, q);
+        pooled.update(s);
+        own.update(s);
+        const JointEvaluation& a = pooled.evaluations()[j];
+        if (pooled.warming_up() || !inside(a.shared.partner)) continue;
+        ++samples;
+        narrowest = std::min(narrowest, a.limit_high - a.limit_low);
+        pooled_largest = std::max(pooled_largest, std::abs(a.shared.deviation));
+        own_largest = std::max(own_largest, std::abs(own.evaluations()[j].shared.deviation));
+    }
+    INFO("delta " << delta << " in " << dwells.size() << " dwells; " << samples << " samples with the partner in one: narrowest range "
+                  << narrowest << ", largest deviation " << pooled_largest << " pooled, " << own_largest << " own copy");
+    REQUIRE(samples > 50);
+    CHECK(narrowest > 1.9 * delta);
+    CHECK(pooled_largest < 0.1 * delta);
+    CHECK(own_largest > 0.3 * delta);
 }
