@@ -181,11 +181,15 @@ public:
 
 private:
     Decision fault(const Sample& sample) const;
-    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner) const;
-    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a) const;
+    // Which reference cycles' values a partner range spans: all (the twins pooled, for judging a
+    // sample) or the partner's own cycle only (for choosing the partner: see score_of in update()).
+    enum class Copies { All, Own };
+    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, Copies copies = Copies::All) const;
+    AbsoluteDifference near_deviation(std::size_t joint, std::size_t partner, double a, Copies copies) const;
     // The least and largest reference value within +- kPartnerSlack samples of `partner` and, for
-    // mDTW with several reference cycles, of its twins in the other cycles (twin_low_/high_).
-    std::pair<double, double> partner_range(std::size_t joint, std::size_t partner) const;
+    // mDTW with several reference cycles and Copies::All, of its twins in the other cycles
+    // (twin_low_/high_).
+    std::pair<double, double> partner_range(std::size_t joint, std::size_t partner, Copies copies = Copies::All) const;
     // How far `a` lies beyond [low, high] (signed; 0 inside).
     static double beyond_range(double a, double low, double high) { return a > high ? a - high : (a < low ? a - low : 0.0); }
     // The reference value of `joint` at reference sample k, as expected at the current speed ratio.
@@ -229,10 +233,10 @@ private:
     std::vector<double> signed_sample_;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
     // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
-    bool reads_flipped(std::size_t joint, std::size_t partner) const;
+    bool reads_flipped(std::size_t joint, std::size_t partner, Copies copies = Copies::All) const;
     // The newest sample's deviation from the reference's range at `partner`, as it is and with the
     // other sign.
-    std::pair<double, double> both_readings(std::size_t joint, std::size_t partner) const;
+    std::pair<double, double> both_readings(std::size_t joint, std::size_t partner, Copies copies) const;
     // The reference sample nearest the sample's joint angles and the velocities `v` (in vector lanes).
     std::size_t kinematic_nearest(std::span<const double> q, std::span<const double> v);
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
