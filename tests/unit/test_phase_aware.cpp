@@ -324,8 +324,8 @@ TEST_CASE("the partner range holds every reference cycle's value at the partner'
     // a sample may lie in any of their copies; a value one copy read there is nominal in all. Here
     // the copies of the task's longer dwells are moved apart on purpose, up by delta on joint 1 in
     // the even reference cycles and down in the odd ones, and clean cycles streamed. With the
-    // cycles' begins the range at a partner in a dwell spans both copies and holds the clean value;
-    // without them (a profile from before they were recorded) the partner's own range holds one
+    // cycles' begins the range judged spans both copies and holds the clean value; without them
+    // (a profile from before they were recorded) the partner's own range holds one
     // copy, and the partner can only escape to a dwell's edge, whose +- 2 samples reach into the
     // move (unmodified): at one dwell that leaves the clean samples about 0.38 delta off. The
     // shared partner is chosen by each candidate's own copy alone (a pooled score is flat over a
