@@ -1210,13 +1210,13 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                 for (std::size_t i = 0; i < rec.size(); ++i) {
                     phase_detector.update(rec.sample(i, tau, q));
                     for (std::size_t j = 0; j < profile.joints; ++j) {
-                        learned[j] = std::max(learned[j], std::abs(phase_detector.friction_drift(j)[0]));
+                        learned[j] = std::max(learned[j], phase_detector.coulomb_change(j));
                     }
                 }
             }
             profile.phase->drift_coulomb_nominal = learned;
             profile.phase->derivation["drift_coulomb_nominal"] =
-                "largest |Coulomb change| the drift model learned per joint on these recordings, the phase-aware detector "
+                "largest |Coulomb change| the drift model learned per joint (signed or, for a rebuilt current sign, in the magnitude) on these recordings, the phase-aware detector "
                 "running as in operation; one over twice it in operation opens the friction band of a still joint";
         }
     }

@@ -277,6 +277,82 @@ TEST_CASE("the friction-drift model's bounded fit is the box's least-squares min
     }
 }
 
+TEST_CASE("the four-term drift fit is the least over the box", "[dynamics][friction]") {
+    // Random positive definite 4 x 4 systems (some nearly singular: a signed and a magnitude term
+    // that coincide where the sign follows the motion), bounds finite or infinite. The answer lies
+    // in the box and satisfies the optimality conditions of a box-constrained convex quadratic:
+    // the gradient 2 (R x - b) is 0 in a term strictly inside its bounds, <= 0 at its upper bound,
+    // >= 0 at its lower one; no random point of the box costs less.
+    std::mt19937 rng(23);
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::size_t at_bound = 0, free_answers = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+        Eigen::Matrix4d g = Eigen::Matrix4d::Zero();
+        for (int i = 0; i < 4; ++i) {
+            for (int k = 0; k < 4; ++k) g(i, k) = u(rng);
+        }
+        if (trial % 3 == 0) g.col(2) = g.col(0) + 1e-3 * g.col(2);  // nearly collinear terms
+        const Eigen::Matrix4d rm = g.transpose() * g + 1e-3 * Eigen::Matrix4d::Identity();
+        std::array<std::array<double, 4>, 4> r{};
+        std::array<double, 4> b{}, limit{};
+        for (int i = 0; i < 4; ++i) {
+            for (int k = 0; k < 4; ++k) r[i][k] = rm(i, k);
+            b[i] = (trial % 4 == 1 ? 0.01 : 3.0) * u(rng);  // every fourth one mostly inside the box
+            limit[i] = trial % 5 == i ? std::numeric_limits<double>::infinity() : 0.05 + std::abs(u(rng));
+        }
+        const auto x = bounded_fit(r, b, limit);
+        const auto cost = [&](const std::array<double, 4>& p) {
+            double c = 0;
+            for (int i = 0; i < 4; ++i) {
+                c -= 2 * b[i] * p[i];
+                for (int k = 0; k < 4; ++k) c += p[i] * r[i][k] * p[k];
+            }
+            return c;
+        };
+        bool bounded = false;
+        for (int i = 0; i < 4; ++i) {
+            INFO("trial " << trial << ", term " << i << ": x = " << x[i] << ", limit " << limit[i]);
+            REQUIRE(std::abs(x[i]) <= limit[i] * (1 + 1e-12));
+            double gradient = -2 * b[i];
+            for (int k = 0; k < 4; ++k) gradient += 2 * r[i][k] * x[k];
+            const double tol = 1e-7 * (1 + std::abs(b[i]) + rm.row(i).cwiseAbs().sum());
+            if (x[i] >= limit[i] * (1 - 1e-12)) {
+                CHECK(gradient <= tol);
+                bounded = true;
+            } else if (x[i] <= -limit[i] * (1 - 1e-12)) {
+                CHECK(gradient >= -tol);
+                bounded = true;
+            } else {
+                CHECK(std::abs(gradient) <= tol);
+            }
+        }
+        (bounded ? at_bound : free_answers) += 1;
+        double best_random = std::numeric_limits<double>::infinity();
+        for (int s = 0; s < 2000; ++s) {
+            std::array<double, 4> p{};
+            for (int i = 0; i < 4; ++i) p[i] = (std::isfinite(limit[i]) ? limit[i] : 10.0) * u(rng);
+            best_random = std::min(best_random, cost(p));
+        }
+        CHECK(cost(x) <= best_random + 1e-12);
+    }
+    // Both kinds of answer were exercised.
+    CHECK(at_bound > 100);
+    CHECK(free_answers > 20);
+
+    // With the magnitude's terms uncoupled and bound to 0 the fit is the two-term one.
+    for (int trial = 0; trial < 50; ++trial) {
+        const double r00 = 0.1 + std::abs(u(rng)) * 5, r11 = 0.1 + std::abs(u(rng)) * 5;
+        const double r01 = u(rng) * 0.9 * std::sqrt(r00 * r11);
+        const double b0 = 4 * u(rng), b1 = 4 * u(rng), lc = 0.05 + std::abs(u(rng)), lv = 0.05 + std::abs(u(rng));
+        const auto two = bounded_friction(r00, r01, r11, b0, b1, lc, lv);
+        const auto four = bounded_fit({{{r00, r01, 0, 0}, {r01, r11, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}}}, {b0, b1, 0, 0}, {lc, lv, 1, 1});
+        CHECK(four[0] == Approx(two[0]).margin(1e-12));
+        CHECK(four[1] == Approx(two[1]).margin(1e-12));
+        CHECK(four[2] == 0.0);
+        CHECK(four[3] == 0.0);
+    }
+}
+
 TEST_CASE("the friction-drift model learns at most the joint's fitted dry friction", "[dynamics][friction]") {
     // Friction growing to 4 times its value over 40 cycles: far beyond any warm-up, the way a
     // steady press the guard lets through looks to the model. The Coulomb term stays within the

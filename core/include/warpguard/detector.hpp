@@ -16,6 +16,7 @@
 // All storage is allocated in the constructor; update() does not allocate.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -45,7 +46,8 @@ struct JointEvaluation {
     // The newest sample against the partner shared by all joints (every detector computes it).
     AbsoluteDifference shared;
     double cusum = 0.0;  // phase-aware: accumulated ratio over the CUSUM reference
-    // Phase-aware detector only: the friction drift taken off the newest sample, the threshold at
+    // Phase-aware detector only: the friction drift taken off the newest sample (for a rebuilt
+    // current sign, the magnitude's terms too, as the sample is signed), the threshold at
     // the matched phase, and |deviation| / threshold (> 1 is over).
     double drift = 0.0;
     // The part of |deviation| forgiven as dry friction: while the speed is not the recorded one
@@ -92,6 +94,13 @@ enum class MatcherKind { Streaming, Published };
 std::array<double, 2> bounded_friction(double r00, double r01, double r11, double b0, double b1, double coulomb_limit,
                                        double viscous_limit);
 
+// The same for the four terms of an unsigned current's drift model (signed Coulomb and viscous
+// terms, then the magnitude's): the x minimising x' R x - 2 b' x, R symmetric positive definite,
+// within |x_i| <= limit[i] (infinite: unbounded in that term). Exact: the least of the minima on
+// the box's faces (3^4 of them) that lie inside the box.
+std::array<double, 4> bounded_fit(const std::array<std::array<double, 4>, 4>& r, const std::array<double, 4>& b,
+                                  const std::array<double, 4>& limit);
+
 class Detector {
 public:
     // Validates the profile (std::invalid_argument); for KA-mDTW also refuses a reference with a
@@ -117,6 +126,16 @@ public:
     // Phase-aware detector: the friction drift learned so far per joint (the visible record of
     // adaptation): {Coulomb term in signal units, viscous term in signal units per rad/s}.
     std::array<double, 2> friction_drift(std::size_t joint) const { return friction_[joint]; }
+    // A rebuilt current sign (Profile::current_sign): the drift the model learned in the current's
+    // magnitude, {Coulomb term, viscous term per rad/s}, taken off |signal| (0 for a torque). The
+    // sign rebuilt from the kinematics is not right everywhere (a joint the model does not explain:
+    // a wrist near its noise, a screwdriver's process torque), and where it is wrong more friction
+    // shows as more current in either direction of motion, which a signed term cannot follow.
+    std::array<double, 2> magnitude_drift(std::size_t joint) const { return magnitude_[joint]; }
+    // The Coulomb change learned on `joint`, signed or in the magnitude, whichever is larger.
+    double coulomb_change(std::size_t joint) const {
+        return std::max(std::abs(friction_[joint][0]), std::abs(magnitude_[joint][0]));
+    }
     // With a speed model in the profile: the speed ratio of the task now against the reference
     // (1 = as recorded; 0.7 at 70 % override), estimated from the joint velocities; else 1.
     double speed_ratio() const { return speed_ratio_; }
@@ -261,6 +280,18 @@ private:
     bool has_previous_ = false;
     std::vector<std::array<double, 2>> friction_;
     std::vector<std::array<double, 5>> friction_normal_;  // EW sums: x0x0, x0x1, x1x1, x0y, x1y
+    // A rebuilt current sign: the magnitude's terms (magnitude_drift), what they take off the newest
+    // sample's magnitude, and the EW sums of their features x2 = s |x0|, x3 = s |x1| (s the sign
+    // the newest sample is matched with): x0x2, x0x3, x1x2, x1x3, x2x2, x2x3, x3x3, x2y, x3y.
+    std::vector<std::array<double, 2>> magnitude_;
+    std::vector<double> magnitude_correction_;
+    std::vector<std::array<double, 9>> magnitude_normal_;
+    // The newest sample as matched, its magnitude less magnitude_correction_ (the sample itself
+    // for a torque): what correction_ and the reference are taken off.
+    double newest(std::size_t joint) const {
+        const double v = windows_[joint * profile_.window + profile_.window - 1];
+        return v < 0 ? v + magnitude_correction_[joint] : v - magnitude_correction_[joint];
+    }
     std::vector<double> velocity_scale_;
     // The most the friction-drift model may learn per joint, in matched units: its Coulomb term
     // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
