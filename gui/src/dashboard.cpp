@@ -1,10 +1,13 @@
 #include "dashboard.hpp"
 
+#include <cmath>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QLegendMarker>
 #include <QGridLayout>
 #include <QHeaderView>
+#include <QJsonArray>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QMessageBox>
@@ -28,6 +31,31 @@ TileLook tile_look(const QJsonObject& r) {
     if (state == "shadow") return {QObject::tr("shadow"), QColor(215, 150, 20)};
     if (state == "detect") return {QObject::tr("detecting"), QColor(30, 150, 60)};
     return {QObject::tr("idle"), QColor(130, 130, 130)};
+}
+
+QString learned_text(const QJsonObject& adaptation, const QString& unit) {
+    if (adaptation.isEmpty()) return {};
+    QStringList parts;
+    if (adaptation.value("has_speed_model").toBool()) {
+        parts << (adaptation.value("speed_settled").toBool()
+                      ? QObject::tr("speed %1 % of the recorded").arg(adaptation.value("speed_ratio").toDouble() * 100.0, 0, 'f', 0)
+                      : QObject::tr("speed still being estimated"));
+    }
+    QStringList joints;
+    for (const auto& v : adaptation.value("friction").toArray()) {
+        const QJsonObject j = v.toObject();
+        // The Coulomb change, signed or in a current's magnitude, whichever is larger.
+        const double signed_term = j.value("coulomb").toDouble(), magnitude = j.value("magnitude_coulomb").toDouble();
+        const double c = std::abs(magnitude) > std::abs(signed_term) ? magnitude : signed_term;
+        joints << QObject::tr("joint %1 %2%3 %4%5")
+                      .arg(j.value("joint").toInt())
+                      .arg(c >= 0 ? "+" : "")
+                      .arg(c, 0, 'f', 3)
+                      .arg(unit)
+                      .arg(j.value("friction_changed").toBool() ? QObject::tr(" (changed)") : QString());
+    }
+    if (!joints.isEmpty()) parts << QObject::tr("friction drift %1").arg(joints.join(", "));
+    return QObject::tr("Learned in operation: %1.").arg(parts.join("; "));
 }
 
 Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link_(link) {
@@ -68,6 +96,13 @@ Dashboard::Dashboard(ControlLink* link, QWidget* parent) : QWidget(parent), link
     matched_->setObjectName("matchedSignal");
     matched_->setWordWrap(true);
     dl->addWidget(matched_);
+    learned_ = new QLabel(detail);
+    learned_->setObjectName("learnedInOperation");
+    learned_->setWordWrap(true);
+    learned_->setToolTip(tr("What the detector adapted since its profile was activated: the speed override it follows and the "
+                            "friction drift it learned per joint (Coulomb term). Each change is in the event log as "
+                            "an 'adaptation' event."));
+    dl->addWidget(learned_);
     chart_ = make_chart(tr("Live signal"), tr("robot time (s)"), tr("torque (Nm)"), detail);
     chart_.view->setObjectName("liveChart");
     signal_ = add_series(chart_, tr("measured"), QColor(200, 30, 30), 2.0);
@@ -161,6 +196,7 @@ void Dashboard::show_robots(const QJsonArray& robots) {
             unit_ = r.value("unit").toString(unit_);
             detail_title_->setText(tr("%1 — %2%3").arg(id, look.text,
                                                      r.value("latched").toBool() ? ": " + r.value("reason").toString() : QString()));
+            learned_->setText(learned_text(r.value("adaptation").toObject(), unit_));
             const int joints = r.value("joints").toInt(6);
             if (joint_->count() != joints) {
                 joint_->clear();

@@ -31,6 +31,8 @@ struct TileLook {
     QColor background;
 };
 TileLook tile_look(const QJsonObject& robot_status);
+// The status's `adaptation` as one line for the shop floor (empty when the detector learns nothing).
+QString learned_text(const QJsonObject& adaptation, const QString& unit);
 
 class Dashboard : public QWidget {
     Q_OBJECT
@@ -61,6 +63,7 @@ private:
     QString selected_;
     QLabel* detail_title_;
     QLabel* matched_;  // what the detector matches, from the `reference` answer
+    QLabel* learned_;  // what the detector has learned in operation, from the status's `adaptation`
     QComboBox* joint_;
     QPushButton* resume_;
     Chart chart_;

@@ -303,6 +303,7 @@ void RobotSession::restore(const RobotState& state, std::optional<Profile> profi
         profile_summary_ = {{"id", profile_id_}, {"window", p.window}, {"method", to_string(p.method)},
                             {"reference_samples", p.reference.size()}};
         reserve_evidence_locked(p);
+        reset_adaptation_locked(p);
         profile_ = std::make_shared<const Profile>(p);
         detector_ = std::move(detector);
     } else if (mode_ == Mode::Detect || mode_ == Mode::Shadow) {
@@ -386,6 +387,68 @@ void RobotSession::queue_locked(PendingKind kind, const protocol::SampleFrame* f
     set_text(p.reason, reason);
     p.evidence = evidence;
     if (evidence) capture_evidence_locked();
+}
+
+void RobotSession::reset_adaptation_locked(const Profile& profile) {
+    adaptation_cycle_ = std::numeric_limits<std::int64_t>::min();
+    adaptation_t_ = -std::numeric_limits<double>::infinity();
+    adapted_speed_ = 1.0;
+    for (auto& a : adapted_) a.fill(0.0);
+    smallest_threshold_.fill(0.0);
+    if (!profile.phase) return;
+    for (std::size_t j = 0; j < profile.joints && j < protocol::kMaxJoints; ++j) {
+        const auto& th = profile.phase->rule1[j];
+        if (!th.empty()) smallest_threshold_[j] = *std::min_element(th.begin(), th.end());
+    }
+}
+
+void RobotSession::note_adaptation_locked(const protocol::SampleFrame& f) {
+    // (Once per cycle, on the robot's thread: fixed buffers only.)
+    const Detector& d = *detector_;
+    if (d.profile().detector != DetectorKind::PhaseAware || !d.profile().phase) return;
+    const char* unit = config_.unit == SignalUnit::Percent ? "%" : (config_.unit == SignalUnit::A ? "A" : "Nm");
+    char text[240];
+    std::size_t used = 0;
+    const auto append = [&](const char* format, auto... values) {
+        if (used >= sizeof text) return;
+        const int n = std::snprintf(text + used, sizeof text - used, format, values...);
+        if (n > 0) used = std::min(sizeof text, used + static_cast<std::size_t>(n));
+    };
+    append("learned by cycle %lld:", static_cast<long long>(f.cycle));
+    bool changed = false;
+    if (d.has_speed_model() && d.speed_settled() && std::abs(d.speed_ratio() - adapted_speed_) > kAdaptedSpeedStep) {
+        append(" speed %.2f of the recorded (was %.2f);", d.speed_ratio(), adapted_speed_);
+        adapted_speed_ = d.speed_ratio();
+        changed = true;
+    }
+    for (std::size_t j = 0; j < d.joints() && j < protocol::kMaxJoints; ++j) {
+        const auto fr = d.friction_drift(j), mg = d.magnitude_drift(j);
+        const std::array<double, 4> now{fr[0], fr[1], mg[0], mg[1]};
+        auto& was = adapted_[j];
+        const double moved = std::max(std::abs(now[0] - was[0]), std::abs(now[2] - was[2])) +
+                             std::max(std::abs(now[1] - was[1]), std::abs(now[3] - was[3])) * kAdaptedSpeed;
+        if (!(moved > kAdaptedShare * smallest_threshold_[j])) continue;
+        append(" joint %zu friction drift Coulomb %+.3g %s, viscous %+.3g %s s/rad", j + 1, now[0], unit, now[1], unit);
+        if (now[2] != 0.0 || now[3] != 0.0) append(" (magnitude %+.3g, %+.3g)", now[2], now[3]);
+        append(";");
+        was = now;
+        changed = true;
+    }
+    if (!changed) return;
+    if (used > 0 && used < sizeof text && text[used - 1] == ';') text[used - 1] = '\0';
+    queue_locked(PendingKind::Adaptation, &f, nullptr, text, false);
+}
+
+nlohmann::json RobotSession::adaptation_json_locked() const {
+    if (!detector_ || detector_->profile().detector != DetectorKind::PhaseAware || !detector_->profile().phase) return nullptr;
+    nlohmann::json joints = nlohmann::json::array();
+    for (std::size_t j = 0; j < detector_->joints(); ++j) {
+        const auto fr = detector_->friction_drift(j), mg = detector_->magnitude_drift(j);
+        joints.push_back({{"joint", j + 1}, {"coulomb", fr[0]}, {"viscous", fr[1]}, {"magnitude_coulomb", mg[0]},
+                          {"magnitude_viscous", mg[1]}, {"friction_changed", detector_->friction_changed(j)}});
+    }
+    return {{"speed_ratio", detector_->speed_ratio()}, {"speed_settled", detector_->speed_settled()},
+            {"has_speed_model", detector_->has_speed_model()}, {"friction", joints}};
 }
 
 void RobotSession::capture_evidence_locked() {
@@ -524,6 +587,12 @@ protocol::Reply RobotSession::on_sample(std::uint64_t link, const protocol::Samp
             }
             point.fired = d.fired;
             point.would_stop = d.stop();
+            // (at each new cycle; a robot that sends no cycle counter, every kAdaptationPeriod s)
+            if (f.cycle != adaptation_cycle_ || !(f.t - adaptation_t_ < kAdaptationPeriod)) {
+                adaptation_cycle_ = f.cycle;
+                adaptation_t_ = f.t;
+                note_adaptation_locked(f);
+            }
             bool applies = true;
             if (grace_left_ > 0) {
                 --grace_left_;
@@ -819,6 +888,7 @@ void RobotSession::flush() {
         e.kind = p.kind == PendingKind::Stop || p.kind == PendingKind::HeldOnReconnect ? "stop"
                  : p.kind == PendingKind::WouldStop                                     ? "would_stop"
                  : p.kind == PendingKind::Late                                          ? "late"
+                 : p.kind == PendingKind::Adaptation                                    ? "adaptation"
                                                                                         : "fault";
         e.reason = p.reason.data();
         e.seq = p.seq;
@@ -854,6 +924,8 @@ nlohmann::json RobotSession::status_locked() const {
     j["cycle"] = cycle_;
     j["robot_time"] = last_t_;
     j["processing_us"] = {{"mean", processing_mean_us_}, {"max", processing_max_us_}, {"max_lock_wait", lock_wait_max_us_}};
+    // What the detector has learned in operation since its profile was activated (null: nothing it learns).
+    j["adaptation"] = adaptation_json_locked();
     if (link_ != 0) {
         j["period_ms"] = handshake_.period * 1e3;
         j["robot_timeout_ms"] = handshake_.timeout * 1e3;
@@ -1026,6 +1098,7 @@ nlohmann::json RobotSession::activate(std::int64_t profile_id, const Profile& pr
     {
         auto lk = lock();
         reserve_evidence_locked(profile);
+        reset_adaptation_locked(profile);
         detector_ = std::move(detector);
         profile_ = std::move(shared);
         profile_id_ = profile_id;

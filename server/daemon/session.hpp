@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -169,7 +170,7 @@ public:
     void restore(const RobotState& state, std::optional<Profile> profile);
 
 private:
-    enum class PendingKind { Stop, WouldStop, Fault, Refused, HeldOnReconnect, Deadline, Late, RecordStart, RecordStop };
+    enum class PendingKind { Stop, WouldStop, Fault, Refused, HeldOnReconnect, Deadline, Late, RecordStart, RecordStop, Adaptation };
     struct Pending {
         PendingKind kind = PendingKind::Stop;
         std::int64_t seq = -1;
@@ -205,6 +206,24 @@ private:
                       bool evidence);
     void capture_evidence_locked();
     void reserve_evidence_locked(const Profile& profile);
+    // The visible record of what the phase-aware detector adapts in operation (its learned
+    // friction drift per joint, its speed-ratio estimate): at each new cycle (or every
+    // kAdaptationPeriod s of robot time for a robot that sends no cycle counter), an "adaptation"
+    // event for what moved by more than kAdaptedShare of the joint's smallest phase threshold
+    // (the least deviation its rules judge: a change they would feel), or by kAdaptedSpeedStep of
+    // the recorded speed, since that joint's or the speed's last record. Cleared with a new detector.
+    static constexpr double kAdaptedShare = 0.25;
+    static constexpr double kAdaptedSpeedStep = 0.05;
+    static constexpr double kAdaptedSpeed = 1.0;  // rad/s: the joint speed a viscous term is weighed at
+    void reset_adaptation_locked(const Profile& profile);
+    void note_adaptation_locked(const protocol::SampleFrame& frame);
+    nlohmann::json adaptation_json_locked() const;
+    static constexpr double kAdaptationPeriod = 10.0;
+    std::int64_t adaptation_cycle_ = std::numeric_limits<std::int64_t>::min();
+    double adaptation_t_ = -std::numeric_limits<double>::infinity();
+    double adapted_speed_ = 1.0;
+    std::array<std::array<double, 4>, protocol::kMaxJoints> adapted_{};  // last recorded drift terms per joint
+    std::array<double, protocol::kMaxJoints> smallest_threshold_{};
     // The state row (mode, latch, profile) is written outside the mutex: snapshot under the lock,
     // save_state() after it; a snapshot older than the one last written is skipped.
     struct StateSnapshot {

@@ -365,6 +365,11 @@ private slots:
                      qPrintable(QString("measured vs reference: median %1 off, median band %2").arg(off_median).arg(band_median)));
             const QString matched = window.findChild<QLabel*>("matchedSignal")->text();
             QVERIFY2(matched.contains("Judged: the torque as recorded"), qPrintable(matched));
+            // What the (phase-aware) detector learned in operation, per joint.
+            const QString learned = window.findChild<QLabel*>("learnedInOperation")->text();
+            QVERIFY2(learned.startsWith("Learned in operation:") && learned.contains("friction drift joint 1 ") &&
+                         learned.contains(QString("joint %1 ").arg(window.findChild<QComboBox*>("jointSelector")->count())),
+                     qPrintable(learned));
         }
         shot(&window, "dashboard-stop");
         {

@@ -171,6 +171,53 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     std::filesystem::remove_all(dir, ec);
 }
 
+TEST_CASE("the daemon's per-sample path records the phase-aware detector's adaptations without allocating", "[daemon][realtime]") {
+    // Friction rising by 60 % over 16 cycles: the learned drift grows, and each cycle's check
+    // (RobotSession::note_adaptation_locked, on the robot's thread) queues adaptation events.
+    planar_arm::RunOptions opt;
+    opt.cycles = 16;
+    opt.seed = 85;
+    opt.friction_drift = 0.6;
+    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Profile& profile = test::phase_profile();
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-alloc-adapt-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    daemon::Store store((dir / "warpguard.sqlite").string());
+    daemon::RobotConfig config;
+    config.id = "planar";
+    config.joints = profile.joints;
+    config.unit = profile.unit;
+    config.signal = profile.signal;
+    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, dir.string(), nullptr}, nullptr);
+    session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
+    protocol::Handshake h;
+    h.robot_id = "planar";
+    h.joints = profile.joints;
+    h.unit = profile.unit;
+    h.signal = profile.signal;
+    REQUIRE(session.attach(7, h, "127.0.0.1:1").accepted);
+    protocol::SampleFrame f;
+    f.joints = rec.joints();
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    std::size_t allocations = 0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        const Sample s = rec.sample(i, tau, q);
+        f.seq = static_cast<std::int64_t>(i);
+        f.cycle = s.cycle;
+        f.t = s.t;
+        for (std::size_t j = 0; j < f.joints; ++j) f.signal[j] = s.tau[j], f.angle[j] = s.q[j];
+        const std::size_t before = g_allocations.load();
+        session.on_sample(7, f, daemon::Clock::now());
+        if (i >= 50) allocations += g_allocations.load() - before;
+        if (i % 50 == 0) session.flush();  // stores what was queued (allocates; after the replies)
+    }
+    session.flush();
+    CHECK(allocations == 0);
+    CHECK(store.events("planar", 0, 1000, "adaptation").size() >= 2);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
 TEST_CASE("the phase-aware detector with a speed model does not allocate per sample", "[detector][realtime]") {
     CalibrationOptions opt;
     opt.window = 20;

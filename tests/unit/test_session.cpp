@@ -25,12 +25,11 @@ struct Fixture {
     std::shared_ptr<daemon::RobotSession> session;
     protocol::SampleFrame f;
 
-    explicit Fixture(const char* mode) {
+    explicit Fixture(const char* mode, const Profile& profile = test::planar_profile()) {
         static int counter = 0;
         dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-session-test-{}-{}", ::getpid(), ++counter);
         std::filesystem::create_directories(dir);
         store = std::make_unique<daemon::Store>((dir / "warpguard.sqlite").string());
-        const Profile& profile = test::planar_profile();
         daemon::RobotConfig config;
         config.id = "planar";
         config.joints = profile.joints;
@@ -100,6 +99,63 @@ TEST_CASE("in SHADOW, samples of a robot that holds itself are not judged", "[da
     fx.session->request_flush();
     fx.run_background();
     CHECK(fx.events("would_stop") > before);
+}
+
+TEST_CASE("what the phase-aware detector learns in operation is recorded as adaptation events and shown in the status", "[daemon]") {
+    // Friction rising by 30 % over 40 cycles of the planar task, streamed to a session in SHADOW
+    // with the phase-aware profile: the drift the detector learns is recorded as it grows, at most
+    // once per cycle, and the status reports the same terms as a detector run offline on the same
+    // samples.
+    const Profile& profile = test::phase_profile();
+    Fixture fx("shadow", profile);
+    planar_arm::RunOptions opt;
+    opt.cycles = 40;
+    opt.seed = 83;
+    opt.friction_drift = 0.3;
+    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    Detector offline(profile);
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        const Sample s = rec.sample(i, tau, q);
+        offline.update(s);
+        fx.f.seq = static_cast<std::int64_t>(i);
+        fx.f.cycle = s.cycle;
+        fx.f.t = s.t;
+        fx.f.mode = 0;
+        for (std::size_t j = 0; j < rec.joints(); ++j) fx.f.signal[j] = s.tau[j], fx.f.angle[j] = s.q[j];
+        fx.session->on_sample(7, fx.f, daemon::Clock::now());
+        if (i % 500 == 0) {
+            fx.session->request_flush();
+            fx.run_background();
+        }
+    }
+    fx.session->request_flush();
+    fx.run_background();
+    const auto records = fx.store->events("planar", 0, 100000, "adaptation");
+    INFO(records.size() << " adaptation events in 40 cycles; first: " << (records.empty() ? "" : records.front().at("reason").get<std::string>())
+                        << "; last: " << (records.empty() ? "" : records.back().at("reason").get<std::string>()));
+    CHECK(records.size() >= 2);  // it grew, and was recorded more than once
+    CHECK(records.size() <= 40);  // never more than once per cycle
+    for (const auto& r : records) {
+        const std::string reason = r.at("reason").get<std::string>();
+        CHECK(reason.find("friction drift Coulomb") != std::string::npos);
+        CHECK(r.at("cycle").get<std::int64_t>() >= 0);
+    }
+    // The status carries the learned terms, the same as the offline detector's.
+    const auto status = fx.session->status();
+    REQUIRE(status.at("adaptation").is_object());
+    const auto& friction = status.at("adaptation").at("friction");
+    REQUIRE(friction.size() == profile.joints);
+    double largest = 0.0;
+    for (std::size_t j = 0; j < profile.joints; ++j) {
+        CHECK(friction[j].at("coulomb").get<double>() == offline.friction_drift(j)[0]);
+        CHECK(friction[j].at("viscous").get<double>() == offline.friction_drift(j)[1]);
+        largest = std::max(largest, std::abs(friction[j].at("coulomb").get<double>()));
+    }
+    CHECK(largest > 0.01);
+    // The published detector learns nothing: no adaptation in its status.
+    Fixture published("shadow");
+    CHECK(published.session->status().at("adaptation").is_null());
 }
 
 TEST_CASE("a STOP is answered at once and its event is stored only by the background work", "[daemon]") {
