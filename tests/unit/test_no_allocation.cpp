@@ -39,6 +39,41 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace warpguard;
 
+namespace {
+
+// A robot session in SHADOW on a SQLite store in a scratch directory, its robot attached on link 7.
+struct SessionRig {
+    std::filesystem::path dir;
+    daemon::Store store;
+    daemon::RobotSession session;
+    SessionRig(const char* name, const Profile& profile)
+        : dir(std::filesystem::temp_directory_path() / fmt::format("warpguard-{}-{}", name, ::getpid())),
+          store((std::filesystem::create_directories(dir), (dir / "warpguard.sqlite").string())),
+          session(config(profile), store, daemon::SessionSettings{1000.0, 0.0, dir.string(), nullptr}, nullptr) {
+        session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
+        protocol::Handshake h;
+        h.robot_id = "planar";
+        h.joints = profile.joints;
+        h.unit = profile.unit;
+        h.signal = profile.signal;
+        REQUIRE(session.attach(7, h, "127.0.0.1:1").accepted);
+    }
+    ~SessionRig() {
+        std::error_code ec;
+        std::filesystem::remove_all(dir, ec);
+    }
+    static daemon::RobotConfig config(const Profile& profile) {
+        daemon::RobotConfig c;
+        c.id = "planar";
+        c.joints = profile.joints;
+        c.unit = profile.unit;
+        c.signal = profile.signal;
+        return c;
+    }
+};
+
+}  // namespace
+
 TEST_CASE("Detector::update does not allocate after construction", "[detector][realtime]") {
     const Recording& rec = test::nominal_recording();
     Detector detector(test::planar_profile());
@@ -112,24 +147,9 @@ TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {
 
 TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not allocate", "[daemon][realtime]") {
     const Recording& rec = test::nominal_recording();
-    const Profile& profile = test::planar_profile();
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-alloc-test-{}", ::getpid());
-    std::filesystem::create_directories(dir);
-    const std::string db = (dir / "warpguard.sqlite").string();
-    daemon::Store store(db);
-    daemon::RobotConfig config;
-    config.id = "planar";
-    config.joints = profile.joints;
-    config.unit = profile.unit;
-    config.signal = profile.signal;
-    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, dir.string(), nullptr}, nullptr);
-    session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
-    protocol::Handshake h;
-    h.robot_id = "planar";
-    h.joints = profile.joints;
-    h.unit = profile.unit;
-    h.signal = profile.signal;
-    REQUIRE(session.attach(7, h, "127.0.0.1:1").accepted);
+    SessionRig rig("alloc-test", test::planar_profile());
+    daemon::Store& store = rig.store;
+    daemon::RobotSession& session = rig.session;
     protocol::SampleFrame f;
     f.joints = rec.joints();
     std::vector<double> tau(rec.joints()), q(rec.joints());
@@ -167,8 +187,6 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
     for (std::size_t i = 2000; i < 2500; ++i) session.on_sample(7, frame(i), daemon::Clock::now());
     CHECK(g_allocations.load() - before_record == 0);
     CHECK(session.stop_recording("test").at("samples") == 500);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
 }
 
 TEST_CASE("the daemon's per-sample path records the phase-aware detector's adaptations without allocating", "[daemon][realtime]") {
@@ -179,23 +197,8 @@ TEST_CASE("the daemon's per-sample path records the phase-aware detector's adapt
     opt.seed = 85;
     opt.friction_drift = 0.6;
     const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
-    const Profile& profile = test::phase_profile();
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-alloc-adapt-{}", ::getpid());
-    std::filesystem::create_directories(dir);
-    daemon::Store store((dir / "warpguard.sqlite").string());
-    daemon::RobotConfig config;
-    config.id = "planar";
-    config.joints = profile.joints;
-    config.unit = profile.unit;
-    config.signal = profile.signal;
-    daemon::RobotSession session(config, store, daemon::SessionSettings{1000.0, 0.0, dir.string(), nullptr}, nullptr);
-    session.restore(daemon::RobotState{"planar", "shadow", false, "", 1}, profile);
-    protocol::Handshake h;
-    h.robot_id = "planar";
-    h.joints = profile.joints;
-    h.unit = profile.unit;
-    h.signal = profile.signal;
-    REQUIRE(session.attach(7, h, "127.0.0.1:1").accepted);
+    SessionRig rig("alloc-adapt", test::phase_profile());
+    daemon::RobotSession& session = rig.session;
     protocol::SampleFrame f;
     f.joints = rec.joints();
     std::vector<double> tau(rec.joints()), q(rec.joints());
@@ -213,9 +216,7 @@ TEST_CASE("the daemon's per-sample path records the phase-aware detector's adapt
     }
     session.flush();
     CHECK(allocations == 0);
-    CHECK(store.events("planar", 0, 1000, "adaptation").size() >= 2);
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
+    CHECK(rig.store.events("planar", 0, 1000, "adaptation").size() >= 2);
 }
 
 TEST_CASE("the phase-aware detector with a speed model does not allocate per sample", "[detector][realtime]") {
