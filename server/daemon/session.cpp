@@ -406,7 +406,11 @@ void RobotSession::note_adaptation_locked(const protocol::SampleFrame& f) {
     // (Once per cycle, on the robot's thread: fixed buffers only.)
     const Detector& d = *detector_;
     if (d.profile().detector != DetectorKind::PhaseAware || !d.profile().phase) return;
-    const char* unit = config_.unit == SignalUnit::Percent ? "%" : (config_.unit == SignalUnit::A ? "A" : "Nm");
+    // (KA-mDTW learns in its matched units: the signal per metre of lever length)
+    const bool per_metre = d.profile().method == MatchingMethod::KaMdtw;
+    const char* unit = config_.unit == SignalUnit::Percent ? (per_metre ? "%/m" : "%")
+                       : config_.unit == SignalUnit::A     ? (per_metre ? "A/m" : "A")
+                                                           : (per_metre ? "Nm/m" : "Nm");
     char text[240];
     std::size_t used = 0;
     const auto append = [&](const char* format, auto... values) {
