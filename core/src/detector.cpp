@@ -175,7 +175,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
       magnitude_(profile_.joints, {0.0, 0.0}),
       magnitude_correction_(profile_.joints, 0.0),
-      magnitude_normal_(profile_.joints, std::array<double, 9>{}),
+      magnitude_normal_(profile_.joints, std::array<double, 5>{}),
       velocity_scale_(profile_.joints, 1.0),
       friction_limit_(profile_.joints, INFINITY),
       rest_samples_(profile_.joints, 0),
@@ -1164,16 +1164,18 @@ Decision Detector::update(const Sample& sample) {
                     // the model cannot rebuild: with the signed terms alone +30 % friction made
                     // 212 stop events in 100 cycles). The fit shares them out; where the sign
                     // follows the motion the two pairs coincide and the ridge splits them.
+                    // (x2 x2 = x0 x0, x3 x3 = x1 x1 and x2 x3 = x0 x1, x0 and x1 sharing their
+                    // sign, so those sums are the signed pair's; and x1 x2 = x0 x3.)
                     const double s = value < 0 ? -1.0 : 1.0;
                     const double x2 = s * std::abs(x0), x3 = s * std::abs(x1);
                     auto& c = magnitude_normal_[j];
-                    const std::array<double, 9> add{x0 * x2, x0 * x3, x1 * x2, x1 * x3, x2 * x2, x2 * x3, x3 * x3, x2 * y, x3 * y};
+                    const std::array<double, 5> add{x0 * x2, x0 * x3, x1 * x3, x2 * y, x3 * y};
                     for (std::size_t i = 0; i < add.size(); ++i) c[i] = keep * c[i] + add[i];
                     const std::array<std::array<double, 4>, 4> r{{{r00, a[1], c[0], c[1]},
-                                                                  {a[1], r11, c[2], c[3]},
-                                                                  {c[0], c[2], c[4] + prior, c[5]},
-                                                                  {c[1], c[3], c[5], c[6] + (r11 - a[2])}}};
-                    const auto x = bounded_fit(r, {a[3], a[4], c[7], c[8]},
+                                                                  {a[1], r11, c[1], c[2]},
+                                                                  {c[0], c[1], r00, a[1]},
+                                                                  {c[1], c[2], a[1], r11}}};
+                    const auto x = bounded_fit(r, {a[3], a[4], c[3], c[4]},
                                                {friction_limit_[j], viscous_limit, friction_limit_[j], viscous_limit});
                     friction_[j] = {x[0], x[1]};
                     magnitude_[j] = {x[2], x[3]};

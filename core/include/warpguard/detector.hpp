@@ -282,10 +282,11 @@ private:
     std::vector<std::array<double, 5>> friction_normal_;  // EW sums: x0x0, x0x1, x1x1, x0y, x1y
     // A rebuilt current sign: the magnitude's terms (magnitude_drift), what they take off the newest
     // sample's magnitude, and the EW sums of their features x2 = s |x0|, x3 = s |x1| (s the sign
-    // the newest sample is matched with): x0x2, x0x3, x1x2, x1x3, x2x2, x2x3, x3x3, x2y, x3y.
+    // the newest sample is matched with) not already among friction_normal_'s: x0x2, x0x3 (= x1x2),
+    // x1x3, x2y, x3y.
     std::vector<std::array<double, 2>> magnitude_;
     std::vector<double> magnitude_correction_;
-    std::vector<std::array<double, 9>> magnitude_normal_;
+    std::vector<std::array<double, 5>> magnitude_normal_;
     // The newest sample as matched, its magnitude less magnitude_correction_ (the sample itself
     // for a torque): what correction_ and the reference are taken off.
     double newest(std::size_t joint) const {
