@@ -138,7 +138,7 @@ private:
 };
 
 // The wavefront in float lanes (twice as many as doubles: 16 per AVX-512 vector, 8 per AVX2), not exact by itself:
-// every value is within E of the double one, E bounded by the caller from the values' magnitudes
+// every value on a path over at most 4m columns is within E of the double one, E bounded by the caller from the values' magnitudes
 // (StreamingMdtw::float_error_bound). It prunes over bound + E, carries per cell the least start
 // over predecessors within `tie` = 2E of the minimum, and keeps every end within `tie` of the best
 // one. StreamingMdtw then runs the exact double recursion over each cluster's [start, end_hi] and

@@ -110,18 +110,21 @@ bool StreamingMdtw::float_sweep_built() { return sweeps::WavefrontFloat::built()
 
 bool StreamingMdtw::float_lockstep_built() { return sweeps::LockstepFloat::built(); }
 
-double StreamingMdtw::float_error_bound(std::size_t window, double max_abs_a, double max_abs_b, double bound) {
+double StreamingMdtw::float_error_bound(std::size_t window, std::size_t max_width, double max_abs_a, double max_abs_b,
+                                       double bound) {
     // Unit roundoffs of float and double.
     const double uf = std::ldexp(1.0, -24), ud = std::ldexp(1.0, -53);
     const double mag = max_abs_a + max_abs_b;
-    const double rows = static_cast<double>(window) + 1.0;  // the first row adds two local costs
+    // The local costs a path adds: one per cell (rule (11) adds one for a horizontal step too),
+    // at most window + max_width - 1 cells over max_width columns, and the first row adds two.
+    const double terms = static_cast<double>(window + max_width);
     // The values that matter stay below v: the bound plus the error itself (which is far smaller).
-    const double v = 2.0 * (bound + rows * 3.0 * uf * mag);
-    // Per row, a float cell differs from the exact sum by the local cost's error (two roundings
+    const double v = 2.0 * (bound + terms * 3.0 * uf * mag);
+    // Per local cost, a float cell differs from the exact sum by the cost's error (two roundings
     // to float and one of the subtraction: <= 2.0001 uf (|a| + |b|)) plus the addition's rounding
     // (<= uf v); the published double values differ from the exact sum by the same in doubles. Min
     // and |x| are exact. A quarter more for safety.
-    return 1.25 * rows * (2.0001 * uf * mag + uf * v + ud * (2.0 * mag + v));
+    return 1.25 * terms * (2.0001 * uf * mag + uf * v + ud * (2.0 * mag + v));
 }
 
 void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_first) {
@@ -189,7 +192,7 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockst
         double max_a = 0;
         for (const double x : a) max_a = std::max(max_a, std::abs(x));
         if (!std::isfinite(max_a) || max_a >= 1e30) continue;
-        const double e = float_error_bound(m_, max_a, ref_max_abs_[joint], ub);
+        const double e = float_error_bound(m_, segments_->max_width(), max_a, ref_max_abs_[joint], ub);
         float_bounds_[joint] = ub + e;
         ties_[joint] = 2.0 * e;
         any = true;

@@ -343,8 +343,35 @@ TEST_CASE("the float sweep stays exact where float roundings are as large as the
                                                             : StreamingMdtw::float_lockstep_built();
         CHECK(samples_of(counts, kernel) == (built ? 600u : 0u));
     }
-    // Float values: every one within E of the double one, and E is small against the optimum here.
-    const double e = StreamingMdtw::float_error_bound(32, 2010.0, 2010.0, 5.0);
+    // Float values: every one within E of the double one (paths over up to 4m = 128 columns, as
+    // step 3 takes them), and E is small against the optimum here (several units).
+    const double e = StreamingMdtw::float_error_bound(32, 128, 2010.0, 2010.0, 5.0);
     CHECK(e > 0.0);
-    CHECK(e < 0.05);
+    CHECK(e < 0.2);
+}
+
+TEST_CASE("the float error bound covers every local cost of a wide path, not one per row", "[streaming]") {
+    // Rule (11) adds a local cost for a horizontal step too: a path over w columns of m rows adds up
+    // to m + w - 1 of them (and the first row two), each with its own rounding. The worst case: the
+    // window's value rounds down to float and the reference's up, by nearly half a float ulp each
+    // (just above 2,048, where an ulp is the largest relative to the value), so every local cost's
+    // float error has the same sign. The path: row 1 across all w columns, then down the last.
+    const std::size_t m = 32, w = 128;
+    const double ulp = std::ldexp(1.0, 11 - 23);  // float spacing in [2048, 4096)
+    const double a = 2048.0 + 0.49 * ulp, b = 2048.25 + 0.51 * ulp;
+    REQUIRE(static_cast<double>(static_cast<float>(a)) < a);
+    REQUIRE(static_cast<double>(static_cast<float>(b)) > b);
+    const float af = static_cast<float>(a), bf = static_cast<float>(b);
+    double exact = 0.0;
+    float in_float = 0.0f;
+    const std::size_t cells = m + w - 1;
+    for (std::size_t k = 0; k <= cells; ++k) {  // cells + 1 local costs: rule (8) adds two in row 1
+        exact += std::abs(a - b);
+        in_float = in_float + std::abs(af - bf);
+    }
+    const double error = std::abs(static_cast<double>(in_float) - exact);
+    INFO("float " << in_float << ", double " << exact << ", error " << error);
+    CHECK(error <= StreamingMdtw::float_error_bound(m, w, a, b, exact));
+    // A bound with one local cost per row (paths of width 1) would not hold for this path.
+    CHECK(error > StreamingMdtw::float_error_bound(m, 1, a, b, exact));
 }

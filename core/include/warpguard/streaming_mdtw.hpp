@@ -19,7 +19,8 @@
 //    of adjacent columns, two joints interleaved (fast where few cells are alive and they lie
 //    elsewhere for each joint). Each sample uses the one the previous sample's work points to.
 //    Where the build has AVX2 or AVX-512, the wavefront runs in float lanes instead (twice as many
-//    per vector): every float value is within E of the double one (float_error_bound), so the float
+//    per vector): every float value on a path over at most 4m columns (the widest segment step 3
+//    takes) is within E of the double one (float_error_bound), so the float
 //    sweep prunes over UB + E, keeps every end within 2E of its best, and carries per cell the least
 //    start over predecessors within 2E of the minimum: no larger than the published path's start.
 //    The kept ends are grouped into clusters whose segments [start, end] overlap (one per cycle of
@@ -109,8 +110,11 @@ public:
 
     // E: a bound on |float value - double value| of every cell the float sweep must keep, for a
     // window whose values are at most max_abs_a and a reference at most max_abs_b in magnitude,
-    // when the cells that matter are <= bound (docs/performance.md derives it).
-    static double float_error_bound(std::size_t window, double max_abs_a, double max_abs_b, double bound);
+    // when the cells that matter are <= bound and lie on paths over at most max_width reference
+    // columns (docs/performance.md derives it: each cell of a path adds a rounding, and a path
+    // over w columns of m rows has at most m + w - 1 cells).
+    static double float_error_bound(std::size_t window, std::size_t max_width, double max_abs_a, double max_abs_b,
+                                    double bound);
 
 private:
     // Auto: wavefront -> lockstep above this share of the full matrices, back below the other.
