@@ -282,6 +282,11 @@ constexpr double kRelativeEigenvalue = 1e-6;
 // Gauss-Newton steps for the per-joint factors of a signal in percent (it stops earlier once a
 // step gains less than 1e-10 of the residual).
 constexpr std::size_t kScaleSteps = 50;
+// A current in A: a joint whose own fit explains less than this share of its signal's variance keeps
+// its own copy of the parameters. On the three arms measured (docs/detection.md) the joints fall
+// into two groups, 0.94-1.00 (the arm's own dynamics) and 0.14-0.68 (a process torque, a wrist
+// near its noise): any value between the groups splits them the same way; 0.9 lies between.
+constexpr double kOwnFitShared = 0.9;
 
 // Calls fn(i) for every stride-th sample i of `rec` at least kDerivativeHalfWidth samples from its
 // ends, with y = Y(q, qd, qdd) there (velocities and accelerations from local quadratic fits).
@@ -305,9 +310,10 @@ struct FittedParameters {
     std::vector<double> scales;       // per joint (percent): signal units per common unit; 1 otherwise
     std::size_t scale_reference = 0, scale_steps = 0;
     bool shared = false, percent = false;
+    std::vector<std::size_t> own_copy;  // 1-based: joints (a current in A) kept out of the shared set
     std::string method() const {
         return shared && !percent ? "rigid-body regressor, one parameter set for all joints (Nm)"
-               : percent          ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent)"
+               : percent          ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent or A)"
                                   : "rigid-body regressor per joint (signals in per-joint units)";
     }
 };
@@ -421,9 +427,16 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
     // (pi, s) together, the factor of one joint held at 1 (the overall scale is free), each step
     // halved until the weighted residual drops, and pi solved exactly for the factors reached.
     // (Fitting pi and the factors alternately was tried: 200 rounds and still creeping.) A motor
-    // current or an unknown unit keeps a copy of the parameters per joint.
+    // current in A is the motor's torque over its torque constant and gear: the joint's torque
+    // times an unknown factor too, fitted the same way, except that a joint whose own fit explains
+    // less than kOwnFitShared of its signal keeps its own copy (it carries what the model lacks - a
+    // process torque, a wrist near its noise - which shared parameters would spread over the other
+    // joints: the held-out LR Mate-like's screwdriver joint 6, 68 %, stopped 32 times in 100
+    // cycles at 80 % override shared, 0 with its own copy; docs/detection.md). An unknown unit
+    // keeps a copy of the parameters per joint.
     const bool by_unit = sharing == ParameterSharing::ByUnit;
-    const bool percent = fitted.percent = by_unit && unit == SignalUnit::Percent;
+    const bool amps = by_unit && unit == SignalUnit::A;
+    const bool percent = fitted.percent = by_unit && (unit == SignalUnit::Percent || amps);
     const bool shared = fitted.shared = by_unit && (unit == SignalUnit::Nm || percent);
     std::vector<std::size_t>& ranks = fitted.ranks;
     ranks.assign(n, 0);
@@ -441,6 +454,10 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
             weight[j] = 1.0 / std::max(rss / rows, 1e-12);
             const double mean = ne[j].b_sum / rows;
             explained[j] = 1.0 - rss / std::max(ne[j].bb - rows * mean * mean, 1e-300);
+        }
+        std::vector<std::uint8_t> own(n, 0);  // kept out of the shared set: weight 0, own parameters
+        for (std::size_t j = 0; amps && j < n; ++j) {
+            if (explained[j] < kOwnFitShared) own[j] = 1, weight[j] = 0.0, fitted.own_copy.push_back(j + 1);
         }
         const auto c = ne[0].ata.rows();
         std::size_t rank = 0;
@@ -501,7 +518,9 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
                 if (!improved) break;
             }
         }
-        for (std::size_t j = 0; j < n; ++j) pi[j] = scales[j] * common, ranks[j] = rank;
+        for (std::size_t j = 0; j < n; ++j) {
+            if (!own[j]) pi[j] = scales[j] * common, ranks[j] = rank;
+        }
     }
     return fitted;
 }
@@ -743,6 +762,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                                      "truncated least squares on the nominal recordings"},
                       {"shared_parameters", fitted.shared},
                       {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
+                      {"own_copy_joints", fitted.own_copy},
                       {"scale_reference_joint", fitted.percent ? nlohmann::json(fitted.scale_reference + 1) : nlohmann::json(nullptr)},
                       {"scale_steps", fitted.scale_steps},
                       {"samples", ne[0].rows},
@@ -847,6 +867,7 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     arm.derivation = {{"method", fitted.method() + " (10 parameters per link; armature, viscous, Coulomb, offset per joint), "
                                                    "truncated least squares on dry runs of the task"},
                       {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
+                      {"own_copy_joints", fitted.own_copy},
                       {"samples", ne[0].rows},
                       {"resting_samples_left_out", rest_motion >= 0 ? nlohmann::json(resting_rows) : nlohmann::json(nullptr)},
                       {"dry_runs", dry_runs.size()},

@@ -126,8 +126,9 @@ struct SpeedModelSource {
 };
 
 // How the robot's parameters are shared between the joints' signals: by the signal's unit (one
-// set for Nm; one set and a fitted factor per joint for percent of each joint's rated torque; a
-// copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
+// set for Nm; one set and a fitted factor per joint for percent of each joint's rated torque and
+// for a motor current in A, a current's joints that the model explains poorly keeping their own
+// copy; a copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
 enum class ParameterSharing { ByUnit, PerJoint };
 
 // Which samples the speed model (and the arm model fitted on the calibration's nominal cycles,
