@@ -668,6 +668,15 @@ TEST_CASE("an unsigned current's friction drift is learned in its magnitude wher
     const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
     const Profile profile = speed_profile(robot, task, 71);
     REQUIRE(profile.current_sign.size() == 6);
+    // A current in A shares one parameter set across the joints the model explains, with a factor
+    // per joint; the screwdriver's joint 6 keeps its own copy.
+    REQUIRE(profile.speed.has_value());
+    const auto& speed_fit = profile.speed->derivation;
+    CHECK(speed_fit.at("shared_parameters").get<bool>());
+    const auto own = speed_fit.at("own_copy_joints").get<std::vector<std::size_t>>();
+    INFO("joints with their own copy: " << speed_fit.at("own_copy_joints").dump());
+    CHECK(std::find(own.begin(), own.end(), std::size_t{6}) != own.end());
+    CHECK(std::find(own.begin(), own.end(), std::size_t{2}) == own.end());
     sim::CellOptions options;
     options.seed = 75;
     options.friction_drift = 0.3;
