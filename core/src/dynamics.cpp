@@ -455,9 +455,9 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
             const double mean = ne[j].b_sum / rows;
             explained[j] = 1.0 - rss / std::max(ne[j].bb - rows * mean * mean, 1e-300);
         }
-        std::vector<std::uint8_t> own(n, 0);  // kept out of the shared set: weight 0, own parameters
+        // Kept out of the shared set (a current's poorly explained joints): weight 0, own parameters.
         for (std::size_t j = 0; amps && j < n; ++j) {
-            if (explained[j] < kOwnFitShared) own[j] = 1, weight[j] = 0.0, fitted.own_copy.push_back(j + 1);
+            if (explained[j] < kOwnFitShared) weight[j] = 0.0, fitted.own_copy.push_back(j + 1);
         }
         const auto c = ne[0].ata.rows();
         std::size_t rank = 0;
@@ -519,7 +519,7 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
             }
         }
         for (std::size_t j = 0; j < n; ++j) {
-            if (!own[j]) pi[j] = scales[j] * common, ranks[j] = rank;
+            if (weight[j] > 0.0) pi[j] = scales[j] * common, ranks[j] = rank;
         }
     }
     return fitted;
@@ -867,7 +867,6 @@ ArmDynamics fit_arm_dynamics(const DhModel& model, std::span<const Recording* co
     arm.derivation = {{"method", fitted.method() + " (10 parameters per link; armature, viscous, Coulomb, offset per joint), "
                                                    "truncated least squares on dry runs of the task"},
                       {"joint_scales", fitted.percent ? nlohmann::json(fitted.scales) : nlohmann::json(nullptr)},
-                      {"own_copy_joints", fitted.own_copy},
                       {"samples", ne[0].rows},
                       {"resting_samples_left_out", rest_motion >= 0 ? nlohmann::json(resting_rows) : nlohmann::json(nullptr)},
                       {"dry_runs", dry_runs.size()},
