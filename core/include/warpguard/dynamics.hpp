@@ -156,7 +156,8 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // sign * |signal| on the reference, each sample's sign set to the fit's wherever the fit is clear
 // of 5 % of the joint's peak (kept elsewhere), fit and signs alternated until no sign changes; from
 // several starting guesses (all +1, the sign of the joint velocity, of its acceleration plus a
-// Coulomb step of several sizes), the one with the least residual kept. A last fit leaves out the
+// Coulomb step of several sizes, and of those plus a viscous share of the velocity), the one with
+// the least residual kept. A last fit leaves out the
 // samples within the 5 % band (their signs were the start's guess) and gives every sample its
 // sign. One sign per joint is free (the fit absorbs it): it is set to the orientation whose fit
 // with viscous and Coulomb friction held >= 0 leaves less unexplained, so that the speed model's
