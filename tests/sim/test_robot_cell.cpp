@@ -56,6 +56,30 @@ CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
     return rebuild_current_sign(model, whole);
 }
 
+// A suite arm's task recorded twice with the same seed (the same samples): as a torque in Nm and as
+// an unsigned current in `unit` (in A: 2 x rated torque / 50 A at the rated torque).
+struct Twins {
+    RobotDescription robot;
+    Recording torque, current;
+};
+Twins record_twins(const std::string& name, const std::string& kind, std::uint64_t seed, std::size_t cycles, SignalUnit unit) {
+    Twins out;
+    out.robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-" + kind + ".json", out.robot.dof());
+    sim::CellOptions options;
+    options.seed = seed;
+    out.robot.signal = SignalKind::Torque;
+    out.robot.unit = SignalUnit::Nm;
+    out.torque = sim::RobotCell(out.robot, task, options).record(cycles);
+    out.robot.signal = SignalKind::Current;
+    out.robot.unit = unit;
+    if (unit == SignalUnit::A) {
+        for (auto& l : out.robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    }
+    out.current = sim::RobotCell(out.robot, task, options).record(cycles);
+    return out;
+}
+
 // Joint j's samples whose current is over 30 % of its peak, and how many of them the rebuilt sign
 // gives the torque's sign (`torque`: the same motion recorded as a torque).
 struct SignAgreement {
@@ -558,16 +582,7 @@ TEST_CASE("an unsigned current's free sign per joint is the one whose fitted fri
     // task wrong here.
     for (const std::string name : {"ur5e-like", "irb120-like", "vp6242-like"}) {
         for (const std::string kind : {"pick-and-place", "assembly"}) {
-            RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
-            const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-" + kind + ".json", robot.dof());
-            sim::CellOptions options;
-            options.seed = 41;
-            robot.signal = SignalKind::Torque;
-            robot.unit = SignalUnit::Nm;
-            const Recording torque = sim::RobotCell(robot, task, options).record(3);
-            robot.signal = SignalKind::Current;
-            robot.unit = SignalUnit::Percent;
-            const Recording current = sim::RobotCell(robot, task, options).record(3);
+            const auto [robot, torque, current] = record_twins(name, kind, 41, 3, SignalUnit::Percent);
             REQUIRE(current.size() == torque.size());
             const CurrentSign rebuilt = rebuild_whole(robot.kinematics, current);
             std::size_t moving = 0;
@@ -598,17 +613,7 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
     // friction, the sign held through the torque's zero crossing), and that arm as a current
     // stopped 464 times in 100 cycles at 80 % override.
     for (const std::string name : {"ur5e-like", "irb120-like", "vp6242-like"}) {
-        RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
-        const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-pick-and-place.json", robot.dof());
-        sim::CellOptions options;
-        options.seed = 7001;
-        robot.signal = SignalKind::Torque;
-        robot.unit = SignalUnit::Nm;
-        const Recording torque = sim::RobotCell(robot, task, options).record(7);
-        robot.signal = SignalKind::Current;
-        robot.unit = SignalUnit::A;
-        for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
-        const Recording current = sim::RobotCell(robot, task, options).record(7);
+        const auto [robot, torque, current] = record_twins(name, "pick-and-place", 7001, 7, SignalUnit::A);
         REQUIRE(current.size() == torque.size());
         std::vector<std::size_t> at;  // the samples of cycles 1-3
         for (std::size_t k = 0; k < current.size(); ++k) {
