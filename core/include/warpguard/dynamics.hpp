@@ -157,14 +157,14 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // of 5 % of the joint's peak (kept elsewhere), fit and signs alternated until no sign changes; from
 // several starting guesses (all +1, the sign of the joint velocity, of its acceleration plus a
 // Coulomb step of several sizes, and of those plus a viscous share of the velocity), the one with
-// the least residual kept. A last fit leaves out the
-// samples within the 5 % band (their signs were the start's guess) and gives every sample its
-// sign. One sign per joint is free (the fit absorbs it): it is set to the orientation whose fit
-// with viscous and Coulomb friction held >= 0 leaves less unexplained, so that the speed model's
-// fitted friction comes out positive. Measured against torque twins of simulated arms
-// (docs/detection.md): reliable where the model explains the current (shoulder and elbow), not on
-// joints it cannot (a wrist near its noise, a process torque). Throws std::invalid_argument when
-// the reference does not fit the model or is too short to fit.
+// the least residual kept. A last fit leaves out the samples within the 5 % band (their signs were
+// the start's guess) and gives every sample its sign. One sign per joint is free (the fit absorbs
+// it): it is set to the orientation whose fit with viscous and Coulomb friction held >= 0 leaves
+// less unexplained, so that the speed model's fitted friction comes out positive. Measured against
+// torque twins of simulated arms (docs/detection.md): reliable where the model explains the
+// current (shoulder and elbow), not on joints it cannot (a wrist near its noise, a process
+// torque). Throws std::invalid_argument when the reference does not fit the model or is too short
+// to fit.
 struct CurrentSign {
     std::vector<std::vector<std::int8_t>> sign;  // [joint][reference sample]: +1 or -1
     nlohmann::json derivation = nlohmann::json::object();
