@@ -620,10 +620,9 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
             if (current.cycle[k] >= 1 && current.cycle[k] <= 3) at.push_back(k);
         }
         REQUIRE(at.size() > 1000);
-        Recording cut = current;
-        cut.t.clear();
-        for (auto& row : cut.tau) row.clear();
-        for (auto& row : cut.q) row.clear();
+        Recording cut;  // what the sign rebuild reads of them: times, currents, angles
+        cut.tau.assign(robot.dof(), {});
+        cut.q.assign(robot.dof(), {});
         for (const std::size_t k : at) {
             cut.t.push_back(current.t[k]);
             for (std::size_t j = 0; j < robot.dof(); ++j) cut.tau[j].push_back(current.tau[j][k]), cut.q[j].push_back(current.q[j][k]);
