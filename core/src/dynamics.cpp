@@ -311,6 +311,7 @@ struct FittedParameters {
     std::size_t scale_reference = 0, scale_steps = 0;
     bool shared = false, percent = false;
     std::vector<std::size_t> own_copy;  // 1-based: joints (a current in A) kept out of the shared set
+    std::vector<double> weights;        // per joint in the shared set: 1 / variance of its own fit (0: not in it)
     std::string method() const {
         return shared && !percent ? "rigid-body regressor, one parameter set for all joints (Nm)"
                : percent          ? "rigid-body regressor, one parameter set for all joints and a scale per joint (percent or A)"
@@ -405,8 +406,10 @@ nlohmann::json dependent_joint_pairs(std::span<const Recording* const> runs, con
 }
 
 // The parameters from every joint's (symmetric) normal equations.
+// `own_copy` (1-based), when given, names the joints a current in A keeps out of the shared set
+// instead of the rule on their own fits.
 FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const std::vector<bool>& still, SignalUnit unit,
-                                  ParameterSharing sharing) {
+                                  ParameterSharing sharing, const std::vector<std::size_t>* own_copy = nullptr) {
     const std::size_t n = ne.size();
     FittedParameters fitted;
     std::vector<Eigen::VectorXd>& pi = fitted.pi;
@@ -457,8 +460,10 @@ FittedParameters solve_parameters(const std::vector<NormalEquations>& ne, const 
         }
         // Kept out of the shared set (a current's poorly explained joints): weight 0, own parameters.
         for (std::size_t j = 0; amps && j < n; ++j) {
-            if (explained[j] < kOwnFitShared) weight[j] = 0.0, fitted.own_copy.push_back(j + 1);
+            const bool out = own_copy ? std::find(own_copy->begin(), own_copy->end(), j + 1) != own_copy->end() : explained[j] < kOwnFitShared;
+            if (out) weight[j] = 0.0, fitted.own_copy.push_back(j + 1);
         }
+        fitted.weights = weight;
         const auto c = ne[0].ata.rows();
         std::size_t rank = 0;
         // The parameters for given factors, and the weighted residual they leave.
@@ -1240,6 +1245,137 @@ double nonnegative_residual(const Eigen::MatrixXd& normal, const Eigen::VectorXd
     return least;
 }
 
+// One sign per joint is free: the fit absorbs it. It is set by physics: friction opposes the
+// motion, so the joint's fitted viscous and Coulomb coefficients must not be negative. Fitted under
+// that constraint in either orientation, the wrong one has to give up a friction term the data
+// wants, so it leaves more unexplained: true when the other orientation leaves less. Against
+// torque twins of the simulated arms (docs/detection.md) it was right on every joint that moves in
+// its task, also where the sign of the fitted friction's power was not (the UR5e-like's slow
+// assembly moves); a joint that stays still gives both the same residual and keeps the sign it has
+// (it gets no speed model either). `kept` and `other` receive the two residuals.
+bool other_orientation_fits_better(const DynamicsRegressor& regressor, std::size_t j, const Eigen::MatrixXd& normal, const Eigen::VectorXd& rhs,
+                                   double bb, double& kept, double& other) {
+    const std::array<std::size_t, 2> friction{regressor.joint_column(j, 1), regressor.joint_column(j, 2)};
+    kept = nonnegative_residual(normal, rhs, bb, friction);
+    other = nonnegative_residual(normal, -rhs, bb, friction);
+    return other < kept;
+}
+
+// The joints together. A joint's own copy of the rigid-body parameters can fit a sign pattern that
+// is wrong over whole moves (inertia, gravity and friction trade along one repeated path): the
+// VP-6242-like's joint 3 as a current, rising against gravity, came out inverted over stretches of
+// every cycle, 20 % of its current, with a residual as low as the torque's own sign gives. One
+// parameter set for all joints with a factor per joint (the model the speed model fits to a
+// current, solve_parameters) cannot: a link's inertia and mass show in every joint below it. So
+// runs of equal sign are flipped where that shared fit explains the currents better: the factors,
+// the weights and the parameters' directions held as fitted, each candidate's residual is
+// bb - r' P r with P the truncated inverse and r the right-hand side one flip changes by a known
+// vector; the best flip of all joints' runs is taken, again until none lowers the residual by 1e-9
+// of it, and the whole fit (factors included) redone for another round, at most kSharedRounds. A
+// joint its own fit explains poorly (under kOwnFitShared: a process torque, a wrist near its
+// noise) keeps its own copy and is left as it is, decided once on the first round's signs (decided
+// again each round, the VP-6242-like's joint 3 left the set after its first flips and stayed wrong
+// on 16.7 % of its current); so is a joint that does not move; a run over the whole reference is a
+// joint's free sign, not searched; with fewer than two joints in the set there is no search (one
+// joint alone is its own fit, whose least residual is not the torque's sign). Against torque twins
+// of seven arm-task pairs and three recordings each, and the held-out check's reference
+// (docs/detection.md): the VP-6242-like's joint 3 from 19.6-20.4 % of its current wrong to
+// 2.2-4.1 %, the LR Mate-like's joint 1 3.9-5.8 -> 2.5-2.7 %, no joint worse by more than 0.2 % of
+// its current.
+constexpr int kSharedRounds = 5;
+constexpr int kSharedFlips = 400;  // per round
+
+nlohmann::json flip_runs_by_shared_fit(const DynamicsRegressor& regressor, const std::vector<Eigen::MatrixXd>& rows,
+                                       const std::vector<Eigen::VectorXd>& magnitude, std::vector<std::vector<std::int8_t>>& sign) {
+    const std::size_t n = rows.size(), size = static_cast<std::size_t>(magnitude[0].size());
+    const auto c = rows[0].cols();
+    nlohmann::json rounds = nlohmann::json::array();
+    std::vector<Eigen::VectorXd> b(n);
+    std::vector<std::size_t> kept_out;
+    for (int round = 0; round < kSharedRounds; ++round) {
+        std::vector<NormalEquations> ne(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            b[j] = magnitude[j];
+            for (std::size_t k = 0; k < size; ++k) b[j](static_cast<Eigen::Index>(k)) *= sign[j][k];
+            ne[j].ata = rows[j].transpose() * rows[j];
+            ne[j].atb = rows[j].transpose() * b[j];
+            ne[j].bb = b[j].squaredNorm();
+            ne[j].b_sum = b[j].sum();
+            ne[j].rows = size;
+        }
+        std::vector<double> rms_speed;
+        const std::vector<bool> still = drop_still_joints(regressor, ne, rms_speed);
+        // (SignalUnit::A: a factor per joint, the poorly explained joints kept out - those of the
+        // first round's signs: a joint whose flips its own copy fits less well stays in the set)
+        const FittedParameters fitted = solve_parameters(ne, still, SignalUnit::A, ParameterSharing::ByUnit, round == 0 ? nullptr : &kept_out);
+        if (round == 0) kept_out = fitted.own_copy;
+        // With the factors f and weights w held: A = sum w f^2 Y'Y, r = sum w f Y'b, and the
+        // residual of the best parameters bb - r' P r.
+        Eigen::MatrixXd a = Eigen::MatrixXd::Zero(c, c);
+        Eigen::VectorXd r = Eigen::VectorXd::Zero(c);
+        double bb = 0;
+        std::vector<double> wf(n, 0.0);
+        for (std::size_t j = 0; j < n; ++j) {
+            const double w = fitted.weights[j], f = fitted.scales[j];
+            if (!(w > 0) || still[j]) continue;
+            wf[j] = w * f;
+            a += w * f * f * ne[j].ata;
+            r += w * f * ne[j].atb;
+            bb += w * ne[j].bb;
+        }
+        Eigen::VectorXd scale(c);
+        for (Eigen::Index i = 0; i < c; ++i) scale(i) = a(i, i) > 0 ? 1.0 / std::sqrt(a(i, i)) : 0.0;
+        const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(scale.asDiagonal() * a * scale.asDiagonal());
+        const double top = eig.eigenvalues().maxCoeff();
+        Eigen::MatrixXd p = Eigen::MatrixXd::Zero(c, c);
+        for (Eigen::Index i = 0; i < c; ++i) {
+            if (!(eig.eigenvalues()(i) > kRelativeEigenvalue * top)) continue;
+            const Eigen::VectorXd v = scale.asDiagonal() * eig.eigenvectors().col(i);
+            p += v * v.transpose() / eig.eigenvalues()(i);
+        }
+        const auto residual = [&](const Eigen::VectorXd& rhs) { return bb - rhs.dot(p * rhs); };
+        const auto members = static_cast<std::size_t>(std::count_if(wf.begin(), wf.end(), [](double v) { return v != 0.0; }));
+        const double before = residual(r);
+        double current = before;
+        nlohmann::json flips = nlohmann::json::array();
+        for (int step = 0; members >= 2 && step < kSharedFlips; ++step) {
+            double best = current;
+            std::size_t best_joint = n, first = 0, end = 0;
+            Eigen::VectorXd best_r;
+            for (std::size_t j = 0; j < n; ++j) {
+                if (wf[j] == 0.0) continue;
+                for (std::size_t from = 0; from < size;) {
+                    std::size_t to = from;
+                    while (to < size && sign[j][to] == sign[j][from]) ++to;
+                    if (to - from == size) break;  // the joint's free sign
+                    const auto len = static_cast<Eigen::Index>(to - from);
+                    const Eigen::VectorXd trial = r - 2.0 * wf[j] * (rows[j].middleRows(static_cast<Eigen::Index>(from), len).transpose() *
+                                                                     b[j].segment(static_cast<Eigen::Index>(from), len));
+                    const double value = residual(trial);
+                    if (value < best) best = value, best_joint = j, first = from, end = to, best_r = trial;
+                    from = to;
+                }
+            }
+            if (best_joint == n || current - best < 1e-9 * current) break;
+            for (std::size_t k = first; k < end; ++k) {
+                sign[best_joint][k] = static_cast<std::int8_t>(-sign[best_joint][k]);
+                b[best_joint](static_cast<Eigen::Index>(k)) = -b[best_joint](static_cast<Eigen::Index>(k));
+            }
+            r = best_r;
+            current = best;
+            flips.push_back({{"joint", best_joint + 1}, {"samples", {first, end - 1}}});
+        }
+        const bool done = flips.empty();
+        nlohmann::json joints = nlohmann::json::array();
+        for (std::size_t j = 0; j < n; ++j) {
+            if (wf[j] != 0.0) joints.push_back(j + 1);
+        }
+        rounds.push_back({{"joints", std::move(joints)}, {"residual", before}, {"after", current}, {"flipped_runs", std::move(flips)}});
+        if (done) break;
+    }
+    return rounds;
+}
+
 }  // namespace
 
 CurrentSign rebuild_current_sign(const DhModel& model, const Reference& reference, const Eigen::Vector3d& gravity) {
@@ -1271,11 +1407,15 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
     constexpr double kViscousShares[] = {0.3, 1.0, 3.0};                   // velocity over its peak, likewise
     CurrentSign out;
     out.sign.assign(n, std::vector<std::int8_t>(size, 1));
-    out.derivation = {{"method", "rigid-body regressor fitted to sign * |signal|, signs from the fit, alternated; least residual of the starts"},
+    out.derivation = {{"method", "rigid-body regressor fitted to sign * |signal|, signs from the fit, alternated; least residual of the starts; "
+                                 "then runs of equal sign flipped where one parameter set for all joints explains them better"},
                       {"clear_of_peak", kClear}};
+    std::vector<Eigen::VectorXd> magnitudes(n);
+    std::vector<Eigen::MatrixXd> normals(n);
     for (std::size_t j = 0; j < n; ++j) {
         const Eigen::MatrixXd& y = rows[j];
-        Eigen::VectorXd magnitude(static_cast<Eigen::Index>(size));
+        Eigen::VectorXd& magnitude = magnitudes[j];
+        magnitude.resize(static_cast<Eigen::Index>(size));
         double peak = 0, peak_acc = 0, peak_vel = 0;
         for (std::size_t k = 0; k < size; ++k) {
             magnitude(static_cast<Eigen::Index>(k)) = std::abs(reference.tau[j][k]);
@@ -1284,7 +1424,8 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
             peak_vel = std::max(peak_vel, std::abs(qd[j][k]));
         }
         // Ridge: the regressor's columns are not all identifiable from one joint's signal.
-        Eigen::MatrixXd normal = y.transpose() * y;
+        Eigen::MatrixXd& normal = normals[j];
+        normal = y.transpose() * y;
         normal.diagonal().array() += 1e-6 * normal.diagonal().maxCoeff() + 1e-12;
         const Eigen::LDLT<Eigen::MatrixXd> solver(normal);
         const double clear = kClear * peak;
@@ -1356,20 +1497,10 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
                 if (s != best_sign(k)) best_sign(k) = s, changed = true;
             }
         }
-        // One sign per joint is free: the fit absorbs it. It is set by physics: friction opposes
-        // the motion, so the joint's fitted viscous and Coulomb coefficients must not be negative.
-        // Fitted under that constraint in either orientation, the wrong one has to give up a
-        // friction term the data wants, so it leaves more unexplained: the orientation with the
-        // smaller constrained residual is kept. Against torque twins of the simulated arms
-        // (docs/detection.md) it was right on every joint that moves in its task, also where the
-        // sign of the fitted friction's power was not (the UR5e-like's slow assembly moves); a
-        // joint that stays still gives both the same residual and keeps the sign it has (it gets no
-        // speed model either).
-        const Eigen::VectorXd rhs = y.transpose() * best_sign.cwiseProduct(magnitude);
-        const std::array<std::size_t, 2> friction{regressor.joint_column(j, 1), regressor.joint_column(j, 2)};
-        const double kept = nonnegative_residual(normal, rhs, magnitude.squaredNorm(), friction);
-        const double flipped = nonnegative_residual(normal, -rhs, magnitude.squaredNorm(), friction);
-        const bool flip = flipped < kept;
+        // The joint's free sign (other_orientation_fits_better).
+        double kept = 0, flipped = 0;
+        const bool flip = other_orientation_fits_better(regressor, j, normal, y.transpose() * best_sign.cwiseProduct(magnitude),
+                                                        magnitude.squaredNorm(), kept, flipped);
         for (std::size_t k = 0; k < size; ++k) out.sign[j][k] = (best_sign(static_cast<Eigen::Index>(k)) > 0) != flip ? 1 : -1;
         const double total = magnitude.squaredNorm();
         out.derivation["joints"].push_back({{"joint", j + 1},
@@ -1381,6 +1512,28 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
                                             {"other_orientation_residual_share", total > 0 ? std::max(kept, flipped) / total : 0.0},
                                             {"flipped", flip}});
     }
+    // The joints together (flip_runs_by_shared_fit), then each joint's free sign again.
+    const nlohmann::json rounds = flip_runs_by_shared_fit(regressor, rows, magnitudes, out.sign);
+    for (std::size_t j = 0; j < n; ++j) {
+        std::size_t runs = 0;
+        for (const auto& round : rounds) {
+            for (const auto& f : round["flipped_runs"]) runs += f["joint"].get<std::size_t>() == j + 1;
+        }
+        Eigen::VectorXd signed_magnitude = magnitudes[j];
+        for (std::size_t k = 0; k < size; ++k) signed_magnitude(static_cast<Eigen::Index>(k)) *= out.sign[j][k];
+        double kept = 0, other = 0;
+        const bool flip = runs > 0 && other_orientation_fits_better(regressor, j, normals[j], rows[j].transpose() * signed_magnitude,
+                                                                    magnitudes[j].squaredNorm(), kept, other);
+        if (flip) {
+            for (auto& s : out.sign[j]) s = static_cast<std::int8_t>(-s);
+        }
+        bool member = false;
+        for (const auto& joint : rounds.front()["joints"]) member |= joint.get<std::size_t>() == j + 1;
+        out.derivation["joints"][j]["in_shared_fit"] = member;
+        out.derivation["joints"][j]["runs_flipped_by_shared_fit"] = runs;
+        out.derivation["joints"][j]["flipped_after_shared_fit"] = flip;
+    }
+    out.derivation["shared_fit_rounds"] = rounds;
     return out;
 }
 

@@ -611,7 +611,9 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
     // |I|: a wrong sign near a zero crossing costs little). Before the starts with a viscous share
     // (2026-12-02) the IRB120-like's joint 1 was wrong on 5.7 % (a decelerating move against its
     // friction, the sign held through the torque's zero crossing), and that arm as a current
-    // stopped 464 times in 100 cycles at 80 % override.
+    // stopped 464 times in 100 cycles at 80 % override. Judged too: the VP-6242-like's joint 3,
+    // which its own fit explains less well (residual share 0.10) and whose sign was wrong on 20.4 %
+    // of its current before the joints' shared fit set it (flip_runs_by_shared_fit, 2026-12-02).
     for (const std::string name : {"ur5e-like", "irb120-like", "vp6242-like"}) {
         const auto [robot, torque, current] = record_twins(name, "pick-and-place", 7001, 7, SignalUnit::A);
         REQUIRE(current.size() == torque.size());
@@ -632,7 +634,10 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
         for (std::size_t j = 0; j < robot.dof(); ++j) {
             const auto [lowest, highest] = std::minmax_element(cut.q[j].begin(), cut.q[j].end());
             const double residual = rebuilt.derivation["joints"][j]["residual_share"].get<double>();
-            if (*highest - *lowest < 0.05 || residual >= 0.05) continue;
+            const bool shared = rebuilt.derivation["joints"][j]["in_shared_fit"].get<bool>();
+            const bool vp_joint_3 = name == "vp6242-like" && j == 2;
+            if (vp_joint_3) CHECK(shared);
+            if (*highest - *lowest < 0.05 || (residual >= 0.05 && !vp_joint_3)) continue;
             ++judged;
             double wrong = 0, all = 0;
             for (std::size_t i = 0; i < at.size(); ++i) {
@@ -640,8 +645,8 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
                 all += magnitude;
                 if (twin != 0 && (rebuilt.sign[j][i] > 0) != (twin > 0)) wrong += magnitude;
             }
-            INFO(name << ", joint " << j + 1 << " (residual share " << residual << "): the sign wrong on " << 100.0 * wrong / all
-                      << " % of the current");
+            INFO(name << ", joint " << j + 1 << " (residual share " << residual << (shared ? ", in the shared fit" : "")
+                      << "): the sign wrong on " << 100.0 * wrong / all << " % of the current");
             CHECK(wrong <= 0.05 * all);
         }
         CHECK(judged >= 3);
