@@ -160,10 +160,13 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // the least residual kept. A last fit leaves out the samples within the 5 % band (their signs were
 // the start's guess) and gives every sample its sign. One sign per joint is free (the fit absorbs
 // it): it is set to the orientation whose fit with viscous and Coulomb friction held >= 0 leaves
-// less unexplained, so that the speed model's fitted friction comes out positive. Measured against
-// torque twins of simulated arms (docs/detection.md): reliable where the model explains the
-// current (shoulder and elbow), not on joints it cannot (a wrist near its noise, a process
-// torque). Throws std::invalid_argument when the reference does not fit the model or is too short
+// less unexplained, so that the speed model's fitted friction comes out positive. Then the joints
+// together: runs of equal sign are flipped where one parameter set for all joints with a factor per
+// joint explains the currents better (joints the model explains poorly left out), and a joint with
+// a flipped run gets its free sign again. Measured against torque twins of simulated arms
+// (docs/detection.md): reliable where the model explains the current (shoulder and elbow, and
+// through the shared fit the VP-6242-like's elbow), not on joints it cannot (a wrist near its
+// noise, a process torque). Throws std::invalid_argument when the reference does not fit the model or is too short
 // to fit.
 struct CurrentSign {
     std::vector<std::vector<std::int8_t>> sign;  // [joint][reference sample]: +1 or -1
