@@ -1512,7 +1512,8 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
                                             {"other_orientation_residual_share", total > 0 ? std::max(kept, flipped) / total : 0.0},
                                             {"flipped", flip}});
     }
-    // The joints together (flip_runs_by_shared_fit), then each joint's free sign again.
+    // The joints together (flip_runs_by_shared_fit), then the free sign of each joint with a flipped
+    // run again.
     const nlohmann::json rounds = flip_runs_by_shared_fit(regressor, rows, magnitudes, out.sign);
     for (std::size_t j = 0; j < n; ++j) {
         std::size_t runs = 0;
