@@ -1285,11 +1285,21 @@ bool other_orientation_fits_better(const DynamicsRegressor& regressor, std::size
 constexpr int kSharedRounds = 5;
 constexpr int kSharedFlips = 400;  // per round
 
-nlohmann::json flip_runs_by_shared_fit(const DynamicsRegressor& regressor, const std::vector<Eigen::MatrixXd>& rows,
-                                       const std::vector<Eigen::VectorXd>& magnitude, std::vector<std::vector<std::int8_t>>& sign) {
+struct SharedSearch {
+    nlohmann::json rounds = nlohmann::json::array();  // per round: joints in the fit, residuals, flipped runs
+    std::vector<std::size_t> runs_flipped;            // per joint
+    std::vector<bool> in_fit;                         // per joint: in the first round's shared set
+};
+
+SharedSearch flip_runs_by_shared_fit(const DynamicsRegressor& regressor, const std::vector<Eigen::MatrixXd>& rows,
+                                     const std::vector<Eigen::VectorXd>& magnitude, std::vector<std::vector<std::int8_t>>& sign) {
     const std::size_t n = rows.size(), size = static_cast<std::size_t>(magnitude[0].size());
     const auto c = rows[0].cols();
-    nlohmann::json rounds = nlohmann::json::array();
+    SharedSearch out;
+    out.runs_flipped.assign(n, 0);
+    out.in_fit.assign(n, false);
+    std::vector<Eigen::MatrixXd> gram(n);  // Y'Y: the same whatever the signs
+    for (std::size_t j = 0; j < n; ++j) gram[j] = rows[j].transpose() * rows[j];
     std::vector<Eigen::VectorXd> b(n);
     std::vector<std::size_t> kept_out;
     for (int round = 0; round < kSharedRounds; ++round) {
@@ -1297,7 +1307,7 @@ nlohmann::json flip_runs_by_shared_fit(const DynamicsRegressor& regressor, const
         for (std::size_t j = 0; j < n; ++j) {
             b[j] = magnitude[j];
             for (std::size_t k = 0; k < size; ++k) b[j](static_cast<Eigen::Index>(k)) *= sign[j][k];
-            ne[j].ata = rows[j].transpose() * rows[j];
+            ne[j].ata = gram[j];
             ne[j].atb = rows[j].transpose() * b[j];
             ne[j].bb = b[j].squaredNorm();
             ne[j].b_sum = b[j].sum();
@@ -1363,17 +1373,20 @@ nlohmann::json flip_runs_by_shared_fit(const DynamicsRegressor& regressor, const
             }
             r = best_r;
             current = best;
+            ++out.runs_flipped[best_joint];
             flips.push_back({{"joint", best_joint + 1}, {"samples", {first, end - 1}}});
         }
         const bool done = flips.empty();
         nlohmann::json joints = nlohmann::json::array();
         for (std::size_t j = 0; j < n; ++j) {
-            if (wf[j] != 0.0) joints.push_back(j + 1);
+            if (wf[j] == 0.0) continue;
+            joints.push_back(j + 1);
+            if (round == 0) out.in_fit[j] = true;
         }
-        rounds.push_back({{"joints", std::move(joints)}, {"residual", before}, {"after", current}, {"flipped_runs", std::move(flips)}});
+        out.rounds.push_back({{"joints", std::move(joints)}, {"residual", before}, {"after", current}, {"flipped_runs", std::move(flips)}});
         if (done) break;
     }
-    return rounds;
+    return out;
 }
 
 }  // namespace
@@ -1514,27 +1527,24 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
     }
     // The joints together (flip_runs_by_shared_fit), then the free sign of each joint with a flipped
     // run again.
-    const nlohmann::json rounds = flip_runs_by_shared_fit(regressor, rows, magnitudes, out.sign);
+    SharedSearch search = flip_runs_by_shared_fit(regressor, rows, magnitudes, out.sign);
     for (std::size_t j = 0; j < n; ++j) {
-        std::size_t runs = 0;
-        for (const auto& round : rounds) {
-            for (const auto& f : round["flipped_runs"]) runs += f["joint"].get<std::size_t>() == j + 1;
+        bool flip = false;
+        if (search.runs_flipped[j] > 0) {
+            Eigen::VectorXd signed_magnitude = magnitudes[j];
+            for (std::size_t k = 0; k < size; ++k) signed_magnitude(static_cast<Eigen::Index>(k)) *= out.sign[j][k];
+            double kept = 0, other = 0;
+            flip = other_orientation_fits_better(regressor, j, normals[j], rows[j].transpose() * signed_magnitude, magnitudes[j].squaredNorm(),
+                                                 kept, other);
+            if (flip) {
+                for (auto& s : out.sign[j]) s = static_cast<std::int8_t>(-s);
+            }
         }
-        Eigen::VectorXd signed_magnitude = magnitudes[j];
-        for (std::size_t k = 0; k < size; ++k) signed_magnitude(static_cast<Eigen::Index>(k)) *= out.sign[j][k];
-        double kept = 0, other = 0;
-        const bool flip = runs > 0 && other_orientation_fits_better(regressor, j, normals[j], rows[j].transpose() * signed_magnitude,
-                                                                    magnitudes[j].squaredNorm(), kept, other);
-        if (flip) {
-            for (auto& s : out.sign[j]) s = static_cast<std::int8_t>(-s);
-        }
-        bool member = false;
-        for (const auto& joint : rounds.front()["joints"]) member |= joint.get<std::size_t>() == j + 1;
-        out.derivation["joints"][j]["in_shared_fit"] = member;
-        out.derivation["joints"][j]["runs_flipped_by_shared_fit"] = runs;
+        out.derivation["joints"][j]["in_shared_fit"] = search.in_fit[j];
+        out.derivation["joints"][j]["runs_flipped_by_shared_fit"] = search.runs_flipped[j];
         out.derivation["joints"][j]["flipped_after_shared_fit"] = flip;
     }
-    out.derivation["shared_fit_rounds"] = rounds;
+    out.derivation["shared_fit_rounds"] = std::move(search.rounds);
     return out;
 }
 

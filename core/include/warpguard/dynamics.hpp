@@ -166,8 +166,8 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // a flipped run gets its free sign again. Measured against torque twins of simulated arms
 // (docs/detection.md): reliable where the model explains the current (shoulder and elbow, and
 // through the shared fit the VP-6242-like's elbow), not on joints it cannot (a wrist near its
-// noise, a process torque). Throws std::invalid_argument when the reference does not fit the model or is too short
-// to fit.
+// noise, a process torque). Throws std::invalid_argument when the reference does not fit the model
+// or is too short to fit.
 struct CurrentSign {
     std::vector<std::vector<std::int8_t>> sign;  // [joint][reference sample]: +1 or -1
     nlohmann::json derivation = nlohmann::json::object();
