@@ -1143,6 +1143,13 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                                             rebuild_sign ? SignalKind::Torque : profile.signal, profile.unit, sources, options.gravity,
                                             60000, ParameterSharing::ByUnit,
                                             rebuild_sign ? RestSamples::Keep : RestSamples::LeaveOut);
+            // A rebuilt sign is not the torque's everywhere, and a split fitted to a wrong
+            // stretch can be worse than none (the VP-6242-like as current: joint 5's split alone
+            // set to zero took its 80 % override run from 2,304 stop events in 100 cycles to 252,
+            // all joint 3's; docs/detection.md). Nothing in the recordings tells which joints'
+            // splits are wrong, so every joint's is taken as uncertain: at another speed its
+            // reference may read as recorded or as the model says (Detector: model-error band).
+            if (rebuild_sign) profile.speed->uncertain_split.assign(profile.joints, true);
             if (!options.removed_coulomb.empty()) {
                 // The still-joint band is the whole dry friction: what the speed model finds on
                 // these recordings and what was taken off them before (the arm model's).

@@ -251,6 +251,10 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         speed_viscous_ = profile_.speed->viscous;
         speed_unexplained_ = profile_.speed->unexplained;
         if (speed_unexplained_.empty()) speed_unexplained_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
+        speed_uncertain_.assign(profile_.joints, 0);
+        for (std::size_t j = 0; j < profile_.speed->uncertain_split.size() && j < profile_.joints; ++j) {
+            speed_uncertain_[j] = profile_.speed->uncertain_split[j];
+        }
         friction_band_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
         // A joint rests where the reference rests at the sample and over the derivative window
         // after it: where a joint breaks away the partner may lag the robot by a sample or two
@@ -830,6 +834,9 @@ Decision Detector::update(const Sample& sample) {
             double deviation = 0.0;
             if (!resting_level_unknown(j)) {
                 deviation = std::abs(near_deviation(j, candidate, Copies::Own).deviation) - (moved_[j] ? 0.0 : friction_band(j, candidate, off_speed));
+                // (an uncertain split: as the rules, the deviation from the nearer of the recorded
+                // and the modelled reference)
+                if (!speed_uncertain_.empty() && speed_uncertain_[j]) deviation -= std::abs(split_change(j, candidate));
             } else if (rest_samples_[j] >= kRestSamples) {
                 const auto [low, high] = partner_range(j, candidate, Copies::Own);
                 const double value = newest(j);
@@ -1072,6 +1079,16 @@ Decision Detector::update(const Sample& sample) {
                 zone_low += std::min({0.0, u_lo, u_hi}), zone_high += std::max({0.0, u_lo, u_hi});
                 ev.model_band = std::abs(unexplained);
                 deviation -= unexplained;
+                if (speed_uncertain_[j]) {
+                    // The split itself uncertain (SpeedModel::uncertain_split): the reference may
+                    // read as recorded, whatever the model says the running speed does to it.
+                    const double recorded = -split_change(j, partner);
+                    const double lo0 = std::min(0.0, recorded), hi0 = std::max(0.0, recorded);
+                    const double as_recorded = std::clamp(deviation, lo0, hi0);
+                    zone_low += lo0, zone_high += hi0;
+                    ev.model_band += std::abs(as_recorded);
+                    deviation -= as_recorded;
+                }
             } else {
                 ev.speed_band = 0.0;
                 ev.model_band = 0.0;
@@ -1117,7 +1134,11 @@ Decision Detector::update(const Sample& sample) {
             ev.limit_low += zone_low + allowed_low;
             ev.limit_high += zone_high + allowed_high;
             const double r0 = excess / base;
-            const double raw_r0 = std::abs(ev.shared.deviation) / base;  // learning ignores the bands
+            // An uncertain split (SpeedModel::uncertain_split): what "as recorded" explains is no
+            // drift either, for learning as for the rules.
+            const double recorded = speed_uncertain_.empty() || !speed_uncertain_[j] ? 0.0 : -split_change(j, partner);
+            const auto less_split = [&](double d) { return d - std::clamp(d, std::min(0.0, recorded), std::max(0.0, recorded)); };
+            const double raw_r0 = std::abs(less_split(ev.shared.deviation)) / base;  // learning ignores the other bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
             // (Uncapped: a single sample far over the margin fires the accumulated rule at once, a
             // sample before the ratio rule's persistence does. Capping each sample's ratio at the
@@ -1142,7 +1163,7 @@ Decision Detector::update(const Sample& sample) {
                 const double qd = velocity_[j];
                 const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
                 const double value = windows_[j * m + m - 1];
-                const double y = value - expected(j, partner);
+                const double y = less_split(value - expected(j, partner));
                 const double keep = 1.0 - ph.drift_rate;
                 auto& a = friction_normal_[j];
                 a[0] = keep * a[0] + x0 * x0;

@@ -1157,6 +1157,7 @@ nlohmann::json to_json(const SpeedModel& model) {
     nlohmann::json out = {{"inertial", rounded(model.inertial)}, {"viscous", rounded(model.viscous)}, {"coulomb", model.coulomb},
                           {"derivation", model.derivation}};
     if (!model.unexplained.empty()) out["unexplained"] = rounded(model.unexplained);
+    if (!model.uncertain_split.empty()) out["uncertain_split"] = model.uncertain_split;
     if (std::isfinite(model.same_speed_tolerance)) out["same_speed_tolerance"] = model.same_speed_tolerance;
     return out;
 }
@@ -1186,6 +1187,19 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     out.viscous = table("viscous");
     // Profiles from before the unexplained part was kept have none: no model-error band.
     if (j.contains("unexplained")) out.unexplained = table("unexplained");
+    // Profiles from before the split's uncertainty was kept: every split trusted.
+    if (j.contains("uncertain_split")) {
+        std::vector<bool> flags;
+        try {
+            flags = j.at("uncertain_split").get<std::vector<bool>>();
+        } catch (const nlohmann::json::exception&) {
+            throw std::invalid_argument("speed_model.uncertain_split must be an array of true/false, one per joint");
+        }
+        if (flags.size() != joints) {
+            throw std::invalid_argument(fmt::format("speed_model.uncertain_split has {} values; expected {} (one per joint)", flags.size(), joints));
+        }
+        out.uncertain_split = std::move(flags);
+    }
     // Profiles from before the still-joint band was kept have neither entry: no band.
     out.coulomb.assign(joints, 0.0);
     if (j.contains("coulomb")) {

@@ -548,6 +548,7 @@ TEST_CASE("an unsigned current's sign is rebuilt from the kinematics, and the de
     const Profile profile = calibrate({"reference", &reference_rec}, noms, calibration);
     REQUIRE(profile.current_sign.size() == 6);
     REQUIRE(profile.speed.has_value());
+    CHECK(profile.speed->uncertain_split == std::vector<bool>(6, true));
     Profile unsigned_profile = profile;
     unsigned_profile.current_sign.clear();
     unsigned_profile.speed.reset();
@@ -651,6 +652,68 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
         }
         CHECK(judged >= 3);
     }
+}
+
+TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-like as current runs on at 80 % override",
+          "[sim][units][speed]") {
+    // The VP-6242-like's joint 5 as a current: its rebuilt sign is wrong in the fast move after the
+    // part's release (friction torque, the sign turns + mid-move), and the speed model's split
+    // fitted to it is several times the true one in the other moves. Trusted, that split stopped
+    // the held-out check's 80 % run 2,304 times in 100 cycles; set to zero, joint 5 stopped none
+    // (docs/detection.md). Calibration takes every rebuilt-sign joint's split as uncertain: the
+    // reference may read as recorded or as the model says, for the rules and for the drift
+    // learning. Recorded as scripts/held-out-check.sh records that robot (seeds 7001 / 7002 /
+    // 7013), fewer cycles and with the robot's true kinematics. Measured here: 69 events in 10
+    // cycles with the split uncertain against 213 trusted (all but 4 joint 5's; with 40
+    // calibration cycles 96 against 272). On the held-out check's recordings (100 calibration
+    // cycles, the identified kinematics) 17 against 2,304 in 100 cycles, 11 of them in the
+    // stream's first 6 s: why these shorter recordings keep more is not traced.
+    RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json");
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
+    robot.signal = SignalKind::Current;
+    robot.unit = SignalUnit::A;
+    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    sim::CellOptions options;
+    options.seed = 7001;
+    const Recording reference = sim::RobotCell(robot, task, options).record(7);
+    options.seed = 7002;
+    const Recording nominal = sim::RobotCell(robot, task, options).record(20);
+    options.seed = 7013;
+    options.speed_override = 0.8;
+    const Recording slow = sim::RobotCell(robot, task, options).record(10);
+    CalibrationOptions calibration;
+    calibration.dynamics_model = robot.kinematics;
+    const NamedRecording noms[] = {{"nominal", &nominal}};
+    const Profile profile = calibrate({"reference", &reference}, noms, calibration);
+    REQUIRE(profile.speed.has_value());
+    CHECK(profile.speed->uncertain_split == std::vector<bool>(robot.dof(), true));
+    Profile trusted = profile;
+    trusted.speed->uncertain_split.clear();
+    std::string by_joint;
+    const auto stop_events = [&](const Profile& p, const Recording& rec) {
+        Detector detector(p);
+        std::vector<double> tau(robot.dof()), q(robot.dof());
+        std::vector<std::size_t> per_joint(robot.dof() + 1, 0);
+        std::size_t events = 0;
+        bool stopped = false;
+        for (std::size_t i = 0; i < rec.size(); ++i) {
+            const Decision d = detector.update(rec.sample(i, tau, q));
+            const bool stop = d.stop();
+            if (stop && !stopped) ++events, ++per_joint[std::min(d.joint, robot.dof())];
+            stopped = stop;
+        }
+        std::ostringstream counts;
+        for (const std::size_t c : per_joint) counts << ' ' << c;
+        by_joint += " [" + counts.str() + " ]";
+        return events;
+    };
+    const std::size_t uncertain = stop_events(profile, slow), with_trust = stop_events(trusted, slow);
+    INFO("stop events at 80 % in 10 cycles: " << uncertain << " with the split uncertain, " << with_trust
+                                              << " trusted (by joint, 0 = none to blame:" << by_joint << ")");
+    CHECK(with_trust >= 50);
+    CHECK(uncertain * 2 <= with_trust);
+    // At the recorded speed the band is shut: the nominal cycles run as before.
+    CHECK(stop_events(profile, nominal) == stop_events(trusted, nominal));
 }
 
 TEST_CASE("KA-mDTW matches an unsigned current with its rebuilt sign: quiet on nominal cycles of a varying task, the collisions found",

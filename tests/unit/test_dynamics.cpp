@@ -119,6 +119,20 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
     j = to_json(p);
     j["speed_model"]["coulomb"][1] = -0.5;
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.coulomb[1] is -0.5") && Catch::Contains(">= 0"));
+    // An unsigned current's uncertain splits (calibration sets them; the planar arm reports torque).
+    Profile flagged = p;
+    flagged.speed->uncertain_split.assign(p.joints, false);
+    flagged.speed->uncertain_split[1] = true;
+    CHECK(profile_from_json(to_json(flagged)).speed->uncertain_split == flagged.speed->uncertain_split);
+    CHECK(p.speed->uncertain_split.empty());
+    CHECK(back.speed->uncertain_split.empty());
+    j = to_json(flagged);
+    j["speed_model"]["uncertain_split"].erase(0);
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.uncertain_split has " + std::to_string(p.joints - 1) + " values") &&
+                                                 Catch::Contains("expected " + std::to_string(p.joints)));
+    j = to_json(flagged);
+    j["speed_model"]["uncertain_split"][0] = "yes";
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.uncertain_split must be an array of true/false"));
     j = to_json(p);
     j["speed_model"]["same_speed_tolerance"] = "fast";
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("same_speed_tolerance is \"fast\""));

@@ -71,8 +71,9 @@ struct JointEvaluation {
     double speed_band = 0.0;
     // The part of the deviation forgiven as what the speed model leaves unexplained of the
     // reference, u (SpeedModel::unexplained): at speed ratio s it may read anywhere between u and
-    // s^2 u, so up to (s^2 - 1) u of the deviation, on u's side only. Forgiven amount, >= 0; 0 at
-    // the recorded speed.
+    // s^2 u, so up to (s^2 - 1) u of the deviation, on u's side only; and where the split itself
+    // is uncertain (SpeedModel::uncertain_split), anything between the model's value and the
+    // recorded one. Forgiven amount, >= 0; 0 at the recorded speed.
     double model_band = 0.0;
     double phase_threshold = 0.0;
     double ratio = 0.0;
@@ -221,6 +222,8 @@ private:
         return payload_inertial_.empty() ? at_speed : at_speed - speed_c2_ * payload_inertial_[joint][k];
     }
     void update_speed(std::size_t partner, std::span<const double> q);
+    // What the speed model says the running speed changes joint `joint`'s reference at sample k by.
+    double split_change(std::size_t joint, std::size_t k) const { return expected(joint, k) - references_[joint][k]; }
     // JointEvaluation::payload_band of joint `joint` at reference sample `partner` (a declared
     // payload, with a payload model): the model's relative error times the torque of the
     // difference between the declared payload and the reference's, plus what the centre of mass's
@@ -310,6 +313,7 @@ private:
     // the reference velocity, each sample weighted by how fast the reference moves there (a
     // standstill says nothing about the override).
     std::vector<std::vector<double>> speed_inertial_, speed_viscous_, speed_unexplained_, reference_velocity_;
+    std::vector<std::uint8_t> speed_uncertain_;  // per joint: SpeedModel::uncertain_split
     // [joint][reference sample]: twice the joint's fitted Coulomb friction in matched units (per
     // sample for KA-mDTW's lever scaling); times how still the joint is, it is the band
     // JointEvaluation::friction_band forgives off the recorded speed.

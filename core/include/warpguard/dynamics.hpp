@@ -104,6 +104,11 @@ struct SpeedModel {
     // any torque within +- this value, depending on how the joint came to rest: at the recorded
     // speed that history repeats, at another speed it does not (Detector: still-joint band).
     std::vector<double> coulomb;
+    // Per joint: the split itself is uncertain (every joint of an unsigned current, whose split is
+    // fitted to a rebuilt sign): at another speed the reference may read anywhere between its
+    // recorded value and the model's (Detector: model-error band; the friction-drift learning
+    // forgives it too). Empty (a torque; profiles from before 2026-12-02): every split trusted.
+    std::vector<bool> uncertain_split;
     // The largest |speed ratio - 1| the detector estimated on the nominal calibration recordings
     // once its estimate had settled: a ratio within this is "the recorded speed". Infinite until
     // calibrated (and in profiles from before it was kept): the still-joint band never opens.
