@@ -1187,31 +1187,25 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     out.viscous = table("viscous");
     // Profiles from before the unexplained part was kept have none: no model-error band.
     if (j.contains("unexplained")) out.unexplained = table("unexplained");
-    // Profiles from before the split's uncertainty was kept: every split trusted.
-    if (j.contains("uncertain_split")) {
-        std::vector<bool> flags;
+    // One value per joint under `key`, of type T (`what` names it in the error).
+    const auto per_joint = [&]<typename T>(const char* key, const char* what, T) {
+        std::vector<T> values;
         try {
-            flags = j.at("uncertain_split").get<std::vector<bool>>();
+            values = j.at(key).get<std::vector<T>>();
         } catch (const nlohmann::json::exception&) {
-            throw std::invalid_argument("speed_model.uncertain_split must be an array of true/false, one per joint");
+            throw std::invalid_argument(fmt::format("speed_model.{} must be an array of {}, one per joint", key, what));
         }
-        if (flags.size() != joints) {
-            throw std::invalid_argument(fmt::format("speed_model.uncertain_split has {} values; expected {} (one per joint)", flags.size(), joints));
+        if (values.size() != joints) {
+            throw std::invalid_argument(fmt::format("speed_model.{} has {} values; expected {} (one per joint)", key, values.size(), joints));
         }
-        out.uncertain_split = std::move(flags);
-    }
+        return values;
+    };
+    // Profiles from before the split's uncertainty was kept: every split trusted.
+    if (j.contains("uncertain_split")) out.uncertain_split = per_joint("uncertain_split", "true/false", bool{});
     // Profiles from before the still-joint band was kept have neither entry: no band.
     out.coulomb.assign(joints, 0.0);
     if (j.contains("coulomb")) {
-        std::vector<double> values;
-        try {
-            values = j.at("coulomb").get<std::vector<double>>();
-        } catch (const nlohmann::json::exception&) {
-            throw std::invalid_argument("speed_model.coulomb must be an array of numbers, one per joint");
-        }
-        if (values.size() != joints) {
-            throw std::invalid_argument(fmt::format("speed_model.coulomb has {} values; expected {} (one per joint)", values.size(), joints));
-        }
+        std::vector<double> values = per_joint("coulomb", "numbers", double{});
         for (std::size_t r = 0; r < values.size(); ++r) {
             if (!(std::isfinite(values[r]) && values[r] >= 0)) {
                 throw std::invalid_argument(fmt::format("speed_model.coulomb[{}] is {}; expected a finite value >= 0", r, values[r]));
