@@ -1051,6 +1051,9 @@ Decision Detector::update(const Sample& sample) {
             // The dead zones taken off the deviation before the bands (speed, model): their sum,
             // for the limits the dashboard draws.
             double zone_low = 0.0, zone_high = 0.0;
+            // An uncertain split (SpeedModel::uncertain_split): the deviation if the reference reads
+            // as recorded, 0 otherwise.
+            const double recorded = speed_uncertain_.empty() || !speed_uncertain_[j] ? 0.0 : -split_change(j, partner);
             if (!speed_inertial_.empty()) {
                 // While the speed estimate converges (a stream's start), the reference's value is
                 // only known to lie between its values at the ends of the speed interval: the
@@ -1080,9 +1083,8 @@ Decision Detector::update(const Sample& sample) {
                 ev.model_band = std::abs(unexplained);
                 deviation -= unexplained;
                 if (speed_uncertain_[j]) {
-                    // The split itself uncertain (SpeedModel::uncertain_split): the reference may
-                    // read as recorded, whatever the model says the running speed does to it.
-                    const double recorded = -split_change(j, partner);
+                    // The split itself uncertain: the reference may read as recorded, whatever the
+                    // model says the running speed does to it.
                     const double lo0 = std::min(0.0, recorded), hi0 = std::max(0.0, recorded);
                     const double as_recorded = std::clamp(deviation, lo0, hi0);
                     zone_low += lo0, zone_high += hi0;
@@ -1134,9 +1136,8 @@ Decision Detector::update(const Sample& sample) {
             ev.limit_low += zone_low + allowed_low;
             ev.limit_high += zone_high + allowed_high;
             const double r0 = excess / base;
-            // An uncertain split (SpeedModel::uncertain_split): what "as recorded" explains is no
-            // drift either, for learning as for the rules.
-            const double recorded = speed_uncertain_.empty() || !speed_uncertain_[j] ? 0.0 : -split_change(j, partner);
+            // What "as recorded" explains (an uncertain split) is no drift either, for learning as
+            // for the rules.
             const auto less_split = [&](double d) { return d - std::clamp(d, std::min(0.0, recorded), std::max(0.0, recorded)); };
             const double raw_r0 = std::abs(less_split(ev.shared.deviation)) / base;  // learning ignores the other bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
