@@ -1054,6 +1054,8 @@ Decision Detector::update(const Sample& sample) {
             // An uncertain split (SpeedModel::uncertain_split): the deviation if the reference reads
             // as recorded, 0 otherwise.
             const double recorded = speed_uncertain_.empty() || !speed_uncertain_[j] ? 0.0 : -split_change(j, partner);
+            const double split_low = std::min(0.0, recorded), split_high = std::max(0.0, recorded);
+            const auto less_split = [&](double d) { return d - std::clamp(d, split_low, split_high); };
             if (!speed_inertial_.empty()) {
                 // While the speed estimate converges (a stream's start), the reference's value is
                 // only known to lie between its values at the ends of the speed interval: the
@@ -1082,15 +1084,12 @@ Decision Detector::update(const Sample& sample) {
                 zone_low += std::min({0.0, u_lo, u_hi}), zone_high += std::max({0.0, u_lo, u_hi});
                 ev.model_band = std::abs(unexplained);
                 deviation -= unexplained;
-                if (speed_uncertain_[j]) {
-                    // The split itself uncertain: the reference may read as recorded, whatever the
-                    // model says the running speed does to it.
-                    const double lo0 = std::min(0.0, recorded), hi0 = std::max(0.0, recorded);
-                    const double as_recorded = std::clamp(deviation, lo0, hi0);
-                    zone_low += lo0, zone_high += hi0;
-                    ev.model_band += std::abs(as_recorded);
-                    deviation -= as_recorded;
-                }
+                // An uncertain split: the reference may read as recorded, whatever the model says
+                // the running speed does to it (an empty range otherwise).
+                zone_low += split_low, zone_high += split_high;
+                const double as_recorded = std::clamp(deviation, split_low, split_high);
+                ev.model_band += std::abs(as_recorded);
+                deviation -= as_recorded;
             } else {
                 ev.speed_band = 0.0;
                 ev.model_band = 0.0;
@@ -1138,7 +1137,6 @@ Decision Detector::update(const Sample& sample) {
             const double r0 = excess / base;
             // What "as recorded" explains (an uncertain split) is no drift either, for learning as
             // for the rules.
-            const auto less_split = [&](double d) { return d - std::clamp(d, std::min(0.0, recorded), std::max(0.0, recorded)); };
             const double raw_r0 = std::abs(less_split(ev.shared.deviation)) / base;  // learning ignores the other bands
             over_[j] = r0 > ph.margin ? over_[j] + 1 : 0;
             // (Uncapped: a single sample far over the margin fires the accumulated rule at once, a
