@@ -663,13 +663,12 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     // (docs/detection.md). Calibration takes every rebuilt-sign joint's split as uncertain: the
     // reference may read as recorded or as the model says, for the rules and for the drift
     // learning. Recorded as scripts/held-out-check.sh records that robot (seeds 7001 / 7002 /
-    // 7013), fewer cycles and with the robot's true kinematics. Measured here: 69 events in 10
-    // cycles with the split uncertain against 213 trusted (all but 4 joint 5's; with 40
-    // calibration cycles 96 against 272). On the held-out check's recordings (100 calibration
-    // cycles, the identified kinematics) 17 against 2,304 in 100 cycles, 11 of them in the
-    // stream's first 6 s; calibrated there on its first 20 cycles, 10 in its first 10 cycles at
-    // 80 %. So not the number of cycles: this test's true kinematics or its unrounded in-memory
-    // samples (the CSV files round) keep more, which is not traced.
+    // 7013), fewer cycles and with the robot's true kinematics. Measured here: 0 events in 10
+    // cycles with the split uncertain against 115 trusted (105 joint 5's, 10 joint 3's). Before
+    // the sign under a joint's dry friction was taken as uncertain too (next test) the split's
+    // band alone left 69 against 213: the drift model learned from the samples whose sign is
+    // wrong. On the held-out check's recordings 0 against 2,304 in 100 cycles (17 with the band
+    // alone).
     RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json");
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
     robot.signal = SignalKind::Current;
@@ -713,9 +712,64 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     INFO("stop events at 80 % in 10 cycles: " << uncertain << " with the split uncertain, " << with_trust
                                               << " trusted (by joint, 0 = none to blame:" << by_joint << ")");
     CHECK(with_trust >= 50);
-    CHECK(uncertain * 2 <= with_trust);
+    CHECK(uncertain <= 2);
     // At the recorded speed the band is shut: the nominal cycles run as before.
     CHECK(stop_events(profile, nominal) == stop_events(trusted, nominal));
+}
+
+TEST_CASE("an unsigned current's sign under the joint's dry friction is uncertain: the VP-6242-like as current runs on as its friction rises",
+          "[sim][units][speed]") {
+    // Where a joint moves and reads less than its dry friction, the two signs need rigid-body
+    // torques of the same sign that differ by less than twice the friction, and the rebuild gets
+    // some of them wrong (the VP-6242-like's joint 3 at the start of its moves). There a friction
+    // change reads the other way, so the rules take the drift model's correction on the nearer
+    // side and the drift model learns nothing there. Recorded as scripts/held-out-check.sh records
+    // that robot (seeds 7001 / 7002 / 7013), fewer cycles and the true kinematics; the torque twin
+    // of the reference tells where its rebuilt sign is wrong. Measured: joint 3's sign wrong on
+    // 4.1 % of its current, 81 % of that where the sign is taken as uncertain (1,543 of 2,993
+    // samples); friction rising to +30 % over 40 cycles, 0 stop events, where the detector before
+    // this stopped 69 times (joint 3, from the 25th cycle). A rise over 20 cycles: 9 (joint 5,
+    // whose magnitude term learns too slowly without the uncertain samples) against 26; learning
+    // there too gives 0, but makes the held-out check's 80 % run stop 21 times (docs/detection.md).
+    const auto [robot, torque, reference] = record_twins("vp6242-like", "pick-and-place", 7001, 7, SignalUnit::A);
+    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
+    sim::CellOptions options;
+    options.seed = 7002;
+    const Recording nominal = sim::RobotCell(robot, task, options).record(20);
+    options.seed = 7013;
+    options.friction_drift = 0.3;
+    const Recording warming = sim::RobotCell(robot, task, options).record(40);
+    CalibrationOptions calibration;
+    calibration.dynamics_model = robot.kinematics;
+    const NamedRecording noms[] = {{"nominal", &nominal}};
+    const Profile profile = calibrate({"reference", &reference}, noms, calibration);
+    REQUIRE(profile.current_sign.size() == robot.dof());
+    const Reference& ref = profile.reference;
+    Detector detector(profile);
+    // Joint 3: the current its rebuilt sign gets wrong, and how much of it lies where the
+    // detector takes the sign as uncertain.
+    constexpr std::size_t j = 2;
+    double wrong = 0, wrong_uncertain = 0, all = 0;
+    std::size_t uncertain = 0;
+    for (std::size_t k = 0; k < ref.size(); ++k) {
+        const double magnitude = std::abs(ref.tau[j][k]), twin = torque.tau[j][ref.first_sample + k];
+        all += magnitude;
+        uncertain += detector.sign_uncertain(j, k);
+        if (twin != 0 && (profile.current_sign[j][k] > 0) != (twin > 0)) {
+            wrong += magnitude;
+            if (detector.sign_uncertain(j, k)) wrong_uncertain += magnitude;
+        }
+    }
+    INFO("joint 3: sign wrong on " << 100.0 * wrong / all << " % of the reference's current, " << 100.0 * wrong_uncertain / wrong
+                                   << " % of that where the sign is taken as uncertain (" << uncertain << " of " << ref.size()
+                                   << " samples)");
+    CHECK(wrong > 0.01 * all);
+    CHECK(wrong_uncertain >= 0.5 * wrong);
+    const RunEvaluation run = evaluate_detector("drift", warming, detector);
+    std::ostringstream by_joint;
+    for (const auto& e : run.events) by_joint << ' ' << e.decision.joint << '@' << e.t;
+    INFO("40 cycles to +30 % friction: " << run.events.size() << " stop events (joint@t:" << by_joint.str() << ")");
+    CHECK(run.events.size() <= 2);
 }
 
 TEST_CASE("KA-mDTW matches an unsigned current with its rebuilt sign: quiet on nominal cycles of a varying task, the collisions found",

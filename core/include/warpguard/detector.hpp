@@ -191,6 +191,9 @@ public:
     }
     // The reference as matched (lever-scaled for KA-mDTW).
     std::span<const double> reference(std::size_t joint) const { return references_[joint]; }
+    // A rebuilt current sign: whether it is uncertain at reference sample k, where the joint moves
+    // and reads less than its fitted dry friction (always false for a torque).
+    bool sign_uncertain(std::size_t joint, std::size_t k) const { return !sign_uncertain_.empty() && sign_uncertain_[joint][k] != 0; }
     std::span<const PathStep> path(std::size_t joint) const {
         return streaming_ ? std::span<const PathStep>(streaming_->result(joint).path) : std::span<const PathStep>(paths_[joint]);
     }
@@ -314,6 +317,7 @@ private:
     // standstill says nothing about the override).
     std::vector<std::vector<double>> speed_inertial_, speed_viscous_, speed_unexplained_, reference_velocity_;
     std::vector<std::uint8_t> speed_uncertain_;  // per joint: SpeedModel::uncertain_split
+    std::vector<std::vector<std::uint8_t>> sign_uncertain_;  // per joint and reference sample; empty: none
     // [joint][reference sample]: twice the joint's fitted Coulomb friction in matched units (per
     // sample for KA-mDTW's lever scaling); times how still the joint is, it is the band
     // JointEvaluation::friction_band forgives off the recorded speed.
