@@ -654,6 +654,24 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
     }
 }
 
+// A profile calibrated as scripts/held-out-check.sh calibrates (its calibration cycles' seed 7002),
+// on 20 cycles and with the robot's true kinematics; and those cycles.
+struct HeldOutCalibration {
+    Profile profile;
+    Recording nominal;
+};
+HeldOutCalibration calibrate_as_held_out(const RobotDescription& robot, const sim::Task& task, const Recording& reference) {
+    HeldOutCalibration out;
+    sim::CellOptions options;
+    options.seed = 7002;
+    out.nominal = sim::RobotCell(robot, task, options).record(20);
+    CalibrationOptions calibration;
+    calibration.dynamics_model = robot.kinematics;
+    const NamedRecording noms[] = {{"nominal", &out.nominal}};
+    out.profile = calibrate({"reference", &reference}, noms, calibration);
+    return out;
+}
+
 TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-like as current runs on at 80 % override",
           "[sim][units][speed]") {
     // The VP-6242-like's joint 5 as a current: its rebuilt sign is wrong in the fast move after the
@@ -677,15 +695,10 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     sim::CellOptions options;
     options.seed = 7001;
     const Recording reference = sim::RobotCell(robot, task, options).record(7);
-    options.seed = 7002;
-    const Recording nominal = sim::RobotCell(robot, task, options).record(20);
+    const auto [profile, nominal] = calibrate_as_held_out(robot, task, reference);
     options.seed = 7013;
     options.speed_override = 0.8;
     const Recording slow = sim::RobotCell(robot, task, options).record(10);
-    CalibrationOptions calibration;
-    calibration.dynamics_model = robot.kinematics;
-    const NamedRecording noms[] = {{"nominal", &nominal}};
-    const Profile profile = calibrate({"reference", &reference}, noms, calibration);
     REQUIRE(profile.speed.has_value());
     CHECK(profile.speed->uncertain_split == std::vector<bool>(robot.dof(), true));
     Profile trusted = profile;
@@ -733,16 +746,11 @@ TEST_CASE("an unsigned current's sign under the joint's dry friction is uncertai
     // there too gives 0, but makes the held-out check's 80 % run stop 21 times (docs/detection.md).
     const auto [robot, torque, reference] = record_twins("vp6242-like", "pick-and-place", 7001, 7, SignalUnit::A);
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
+    const Profile profile = calibrate_as_held_out(robot, task, reference).profile;
     sim::CellOptions options;
-    options.seed = 7002;
-    const Recording nominal = sim::RobotCell(robot, task, options).record(20);
     options.seed = 7013;
     options.friction_drift = 0.3;
     const Recording warming = sim::RobotCell(robot, task, options).record(40);
-    CalibrationOptions calibration;
-    calibration.dynamics_model = robot.kinematics;
-    const NamedRecording noms[] = {{"nominal", &nominal}};
-    const Profile profile = calibrate({"reference", &reference}, noms, calibration);
     REQUIRE(profile.current_sign.size() == robot.dof());
     const Reference& ref = profile.reference;
     Detector detector(profile);
