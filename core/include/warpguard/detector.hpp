@@ -192,7 +192,8 @@ public:
     // The reference as matched (lever-scaled for KA-mDTW).
     std::span<const double> reference(std::size_t joint) const { return references_[joint]; }
     // A rebuilt current sign: whether it is uncertain at reference sample k, where the joint moves
-    // and reads less than its fitted dry friction (always false for a torque).
+    // and reads less than its fitted dry friction (always false for a torque, and on a joint with
+    // its own copy of the speed model's parameters).
     bool sign_uncertain(std::size_t joint, std::size_t k) const { return !sign_uncertain_.empty() && sign_uncertain_[joint][k] != 0; }
     std::span<const PathStep> path(std::size_t joint) const {
         return streaming_ ? std::span<const PathStep>(streaming_->result(joint).path) : std::span<const PathStep>(paths_[joint]);
