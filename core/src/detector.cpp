@@ -284,13 +284,15 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         // no surer above the friction, and the drift model's magnitude terms, which follow it,
         // need all its samples (the LR Mate-like's screwdriver joint 6, friction +30 % within 15
         // cycles: 403 stop events with its samples under the friction left out, 0 with them).
-        std::vector<bool> own_copy(profile_.joints, false);
-        if (const auto it = profile_.speed->derivation.find("own_copy_joints"); it != profile_.speed->derivation.end() && it->is_array()) {
-            for (const auto& v : *it) {
-                if (v.is_number_unsigned() && v.get<std::size_t>() >= 1 && v.get<std::size_t>() <= profile_.joints) own_copy[v.get<std::size_t>() - 1] = true;
-            }
-        }
         if (!profile_.current_sign.empty() && !profile_.speed->coulomb.empty()) {
+            std::vector<bool> own_copy(profile_.joints, false);
+            const auto& derivation = profile_.speed->derivation;
+            if (const auto it = derivation.find("own_copy_joints"); it != derivation.end() && it->is_array()) {
+                for (const auto& v : *it) {
+                    const std::size_t joint = v.is_number_unsigned() ? v.get<std::size_t>() : 0;  // 1-based
+                    if (joint >= 1 && joint <= profile_.joints) own_copy[joint - 1] = true;
+                }
+            }
             sign_uncertain_.assign(profile_.joints, std::vector<std::uint8_t>(size, 0));
             for (std::size_t j = 0; j < profile_.joints; ++j) {
                 if (own_copy[j]) continue;
@@ -1195,8 +1197,8 @@ Decision Detector::update(const Sample& sample) {
                 // current at 80 % override, 21 false stops in 100 cycles learning there, 0 not;
                 // the price, a slower magnitude term: +30 % friction within 20 cycles, 9 stops
                 // from its joint 5 against 0; docs/detection.md): exponentially weighted least
-                // squares of the raw difference from
-                // the matched reference on (Coulomb term, velocity).
+                // squares of the raw difference from the matched reference on (Coulomb term,
+                // velocity).
                 const double qd = velocity_[j];
                 const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
                 const double value = windows_[j * m + m - 1];
