@@ -56,6 +56,14 @@ CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
     return rebuild_current_sign(model, whole);
 }
 
+// `robot` reporting an unsigned motor current in A (2 x rated torque / 50 A at the rated torque).
+RobotDescription reporting_amps(RobotDescription robot) {
+    robot.signal = SignalKind::Current;
+    robot.unit = SignalUnit::A;
+    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    return robot;
+}
+
 // A suite arm's task recorded twice with the same seed (the same samples): as a torque in Nm and as
 // an unsigned current in `unit` (in A: 2 x rated torque / 50 A at the rated torque).
 struct Twins {
@@ -490,9 +498,7 @@ TEST_CASE("a current signal is reported as an unsigned magnitude, in A or percen
     sim::RobotCell torque_cell(robot, task, options);
     const Recording torque = torque_cell.record(1);
 
-    robot.signal = SignalKind::Current;
-    robot.unit = SignalUnit::A;
-    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    robot = reporting_amps(robot);
     sim::RobotCell amps_cell(robot, task, options);
     const Recording amps = amps_cell.record(1);
     REQUIRE(amps.size() == torque.size());
@@ -514,9 +520,7 @@ TEST_CASE("an unsigned current's sign is rebuilt from the kinematics, and the de
     sim::CellOptions options;
     options.seed = 31;
     const Recording torque = sim::RobotCell(robot, task, options).record(4);
-    robot.signal = SignalKind::Current;
-    robot.unit = SignalUnit::A;
-    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    robot = reporting_amps(robot);
     const Recording amps = sim::RobotCell(robot, task, options).record(4);
     REQUIRE(amps.size() == torque.size());
     const CurrentSign rebuilt = rebuild_whole(robot.kinematics, amps);
@@ -687,11 +691,8 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     // band alone left 69 against 213: the drift model learned from the samples whose sign is
     // wrong. On the held-out check's recordings 0 against 2,304 in 100 cycles (17 with the band
     // alone).
-    RobotDescription robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json");
+    const RobotDescription robot = reporting_amps(load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json"));
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
-    robot.signal = SignalKind::Current;
-    robot.unit = SignalUnit::A;
-    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
     sim::CellOptions options;
     options.seed = 7001;
     const Recording reference = sim::RobotCell(robot, task, options).record(7);
@@ -780,14 +781,73 @@ TEST_CASE("an unsigned current's sign under the joint's dry friction is uncertai
     CHECK(run.events.size() <= 2);
 }
 
+TEST_CASE("an own copy of the parameters that fails the speed model's safety net takes the shared set's physics: "
+          "the IRB 1600-like as current runs on at 80 % override",
+          "[sim][units][speed]") {
+    // The IRB 1600-like (samples/held-out) reporting motor currents in A, palletizing. Joints the
+    // shared parameter set explains poorly (its own fit under 90 %) keep their own copy of the
+    // parameters, fitted to that joint's signal alone along one repeated path; for its wrist joint 5
+    // that copy put an inertial part of several times the signal's range on it, the safety net
+    // dropped it, and the joint was compared as recorded at every speed (the held-out check's
+    // recordings at 80 % override: 1,676 stop events in 100 cycles, 1,675 joint 5's). Such a joint
+    // now takes the shared set's physics with its own factor and friction (five parameters).
+    // Recorded as scripts/held-out-check.sh records (seeds 7001 / 7002 / 7013), fewer cycles, the
+    // true kinematics. Measured here: joints 3 and 5 take it (rank 5; joint 5's part that scales
+    // with the speed 0.020 A on a signal of 0.031 A SD), 6 stop events in 10 cycles at 80 %
+    // (joint 5) against 168 with their splits dropped.
+    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
+    const RobotDescription robot = reporting_amps(load_robot_description(held_out + "/irb1600-like.json"));
+    const sim::Task task = sim::load_task(held_out + "/irb1600-like-palletizing.json", robot.dof());
+    sim::CellOptions options;
+    options.seed = 7001;
+    const Recording reference = sim::RobotCell(robot, task, options).record(7);
+    const Profile profile = calibrate_as_held_out(robot, task, reference).profile;
+    REQUIRE(profile.speed.has_value());
+    const auto& fitted = profile.speed->derivation.at("joints");
+    INFO("speed model: " << fitted.dump());
+    // The joints that take the shared set's physics, and the same profile with their splits
+    // dropped as the safety net dropped them before.
+    Profile dropped = profile;
+    std::vector<std::size_t> backed;
+    for (std::size_t j = 0; j < robot.dof(); ++j) {
+        if (!fitted[j].value("shared_backed", false)) continue;
+        backed.push_back(j + 1);
+        CHECK(fitted[j].at("rank").get<std::size_t>() <= 5);
+        CHECK_FALSE(fitted[j].at("dropped").get<bool>());
+        // Plausible: the part that scales with the speed within the signal's range.
+        const auto [lo, hi] = std::minmax_element(profile.reference.tau[j].begin(), profile.reference.tau[j].end());
+        CHECK(fitted[j].at("largest_inertial").get<double>() <= *hi - *lo);
+        auto& s = *dropped.speed;
+        std::fill(s.inertial[j].begin(), s.inertial[j].end(), 0.0);
+        std::fill(s.viscous[j].begin(), s.viscous[j].end(), 0.0);
+        std::fill(s.unexplained[j].begin(), s.unexplained[j].end(), 0.0);
+        s.coulomb[j] = 0.0;
+    }
+    REQUIRE(std::find(backed.begin(), backed.end(), std::size_t{5}) != backed.end());
+    options.seed = 7013;
+    options.speed_override = 0.8;
+    const Recording slow = sim::RobotCell(robot, task, options).record(10);
+    const auto stop_events = [&](const Profile& p, std::string& by_joint) {
+        Detector detector(p);
+        const RunEvaluation run = evaluate_detector("override 80 %", slow, detector);
+        std::ostringstream out;
+        for (const auto& e : run.events) out << ' ' << e.decision.joint << '@' << e.t;
+        by_joint = out.str();
+        return run.events.size();
+    };
+    std::string now_at, before_at;
+    const std::size_t now = stop_events(profile, now_at), before = stop_events(dropped, before_at);
+    INFO("10 cycles at 80 %: " << now << " stop events with the shared set's physics (joint@t:" << now_at << "), " << before
+                               << " with those joints' splits dropped (" << before_at << ")");
+    CHECK(before >= 20);
+    CHECK(now <= before / 10);
+}
+
 TEST_CASE("KA-mDTW matches an unsigned current with its rebuilt sign: quiet on nominal cycles of a varying task, the collisions found",
           "[sim][units][ka]") {
     // The UR5e-like reporting motor currents in A, its pick-and-place with the part's place varying
     // (what KA-mDTW is for): the reference's signed current is divided by the lever lengths.
-    RobotDescription robot = ur5e();
-    robot.signal = SignalKind::Current;
-    robot.unit = SignalUnit::A;
-    for (auto& l : robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+    const RobotDescription robot = reporting_amps(ur5e());
     const sim::Task task = ur5e_task(true);
     const Recording reference = record_cell(robot, task, 4, 61, 1.0, 0);
     const Recording calibration = record_cell(robot, task, 30, 62, 1.0, 0);

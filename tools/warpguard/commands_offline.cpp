@@ -225,7 +225,9 @@ void run_calibrate(const CalibrateArgs& a) {
             std::printf("  %-6d %6d %14.4g %14.4g %9.1f%% %16.4g %10.4g%s\n", jt.value("joint", 0), jt.value("rank", 0),
                         jt.value("residual_rms", 0.0), jt.value("signal_sd", 0.0), 100.0 * jt.value("explained", 0.0),
                         jt.value("largest_inertial", 0.0), coulomb,
-                        jt.value("dropped", false) ? "  dropped: larger than the signal's range, compared as recorded" : "");
+                        jt.value("dropped", false)         ? "  dropped: larger than the signal's range, compared as recorded"
+                        : jt.value("shared_backed", false) ? "  own fit larger than the signal's range: the shared parameters x a factor, own friction"
+                                                           : "");
         }
         if (std::isfinite(p.speed->same_speed_tolerance)) {
             std::printf("  the recorded speed: ratio within 1 +- %.4f (the estimate's spread on the nominal recordings); beyond it,\n"

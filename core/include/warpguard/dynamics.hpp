@@ -133,7 +133,9 @@ struct SpeedModelSource {
 // How the robot's parameters are shared between the joints' signals: by the signal's unit (one
 // set for Nm; one set and a fitted factor per joint for percent of each joint's rated torque and
 // for a motor current in A, a current's joints that the model explains poorly keeping their own
-// copy; a copy per joint otherwise), or a copy per joint whatever the unit (for comparison).
+// copy - or, where that copy's split exceeds the signal's range, the shared set's physics times
+// their own factor with their own friction; a copy per joint otherwise), or a copy per joint
+// whatever the unit (for comparison).
 enum class ParameterSharing { ByUnit, PerJoint };
 
 // Which samples the speed model (and the arm model fitted on the calibration's nominal cycles,
