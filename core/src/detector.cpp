@@ -1204,13 +1204,13 @@ Decision Detector::update(const Sample& sample) {
                 const double value = windows_[j * m + m - 1];
                 const double y = less_split(value - expected(j, partner));
                 const double keep = 1.0 - ph.drift_rate;
-                // A rebuilt current sign: nor from a sample signed otherwise than its partner now
-                // is (it was signed on arrival with the partner of that moment, which may lie in
-                // another reference cycle whose rebuilt sign differs at that phase): its difference
-                // from the partner is then the whole current twice over. The held-out KR6-like's
-                // wrist learned -0.21 A s/rad x velocity from 706 such samples of its nominal
-                // cycles, and its own calibration cycles stopped 209 times, 7 without them
-                // (docs/detection.md).
+                // A rebuilt current sign: nor from a sample signed otherwise than its partner is
+                // (its sign is the one that reads nearer the reference's range around the partner,
+                // which can hold both signs where twin cycles' rebuilt signs differ at that phase):
+                // its difference from the partner is then the whole current twice over. The
+                // held-out KR6-like's wrist learned -0.21 A s/rad x velocity from 706 such samples
+                // of its nominal cycles, and its own calibration cycles stopped 209 times, 7
+                // without them (docs/detection.md).
                 if (!profile_.current_sign.empty() && value != 0.0 && (value < 0) != (profile_.current_sign[j][partner] < 0)) continue;
                 auto& a = friction_normal_[j];
                 a[0] = keep * a[0] + x0 * x0;
