@@ -1199,11 +1199,7 @@ Decision Detector::update(const Sample& sample) {
                 // from its joint 5 against 0; docs/detection.md): exponentially weighted least
                 // squares of the raw difference from the matched reference on (Coulomb term,
                 // velocity).
-                const double qd = velocity_[j];
-                const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
                 const double value = windows_[j * m + m - 1];
-                const double y = less_split(value - expected(j, partner));
-                const double keep = 1.0 - ph.drift_rate;
                 // A rebuilt current sign: nor from a sample signed otherwise than its partner is
                 // (its sign is the one that reads nearer the reference's range around the partner,
                 // which can hold both signs where twin cycles' rebuilt signs differ at that phase):
@@ -1212,6 +1208,10 @@ Decision Detector::update(const Sample& sample) {
                 // of its nominal cycles, and its own calibration cycles stopped 209 times, 7
                 // without them (docs/detection.md).
                 if (!profile_.current_sign.empty() && value != 0.0 && (value < 0) != (profile_.current_sign[j][partner] < 0)) continue;
+                const double qd = velocity_[j];
+                const double x0 = qd / (std::abs(qd) + kCoulombVelocity), x1 = qd;
+                const double y = less_split(value - expected(j, partner));
+                const double keep = 1.0 - ph.drift_rate;
                 auto& a = friction_normal_[j];
                 a[0] = keep * a[0] + x0 * x0;
                 a[1] = keep * a[1] + x0 * x1;
