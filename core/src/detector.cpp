@@ -177,6 +177,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       magnitude_correction_(profile_.joints, 0.0),
       magnitude_normal_(profile_.joints, std::array<double, 5>{}),
       velocity_scale_(profile_.joints, 1.0),
+      viscous_speed_(profile_.joints, 1.0),
       friction_limit_(profile_.joints, INFINITY),
       rest_samples_(profile_.joints, 0),
       rest_offset_(profile_.joints, 0.0),
@@ -206,22 +207,30 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         }
         angle_scale_[j] = std::max(step, 1e-4);
     }
-    // Velocity scale per joint: the reference's median speed over all its samples, rests included
-    // (so at most its median speed while moving), for the ridge of the friction model (so that
-    // both terms are regularised alike) and the bound on its viscous term (friction_limit_).
+    // Velocity scales per joint. The ridge of the friction model (so that both terms are
+    // regularised alike): the reference's median speed over all its samples, rests included. The
+    // bound on its viscous term (friction_limit_ at this speed) and the motion the model waits for
+    // before it fits (update()): its median speed while it moves (faster than kCoulombVelocity).
+    // For a joint resting through over half the task the first is the 0.01 rad/s floor (the
+    // held-out KR6-like's wrist, moving a quarter of the time at 0.33 rad/s). Until 2026-12-03 the
+    // bound took it too and the model did not wait (docs/detection.md).
     for (std::size_t j = 0; j < profile_.joints; ++j) {
         const auto& qr = profile_.reference.q[j];
         const auto& t = profile_.reference.t;
-        std::vector<double> speed;
+        std::vector<double> speed, moving;
         for (std::size_t k = 1; k < qr.size(); ++k) {
-            if (t[k] > t[k - 1]) speed.push_back(std::abs(qr[k] - qr[k - 1]) / (t[k] - t[k - 1]));
+            if (!(t[k] > t[k - 1])) continue;
+            const double v = std::abs(qr[k] - qr[k - 1]) / (t[k] - t[k - 1]);
+            speed.push_back(v);
+            if (v > kCoulombVelocity) moving.push_back(v);
         }
-        double v = 0;
-        if (!speed.empty()) {
-            std::nth_element(speed.begin(), speed.begin() + static_cast<std::ptrdiff_t>(speed.size() / 2), speed.end());
-            v = speed[speed.size() / 2];
-        }
-        velocity_scale_[j] = std::max(v, kCoulombVelocity);
+        const auto median = [](std::vector<double>& x) {
+            if (x.empty()) return 0.0;
+            std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
+            return x[x.size() / 2];
+        };
+        velocity_scale_[j] = std::max(median(speed), kCoulombVelocity);
+        viscous_speed_[j] = std::max(median(moving), kCoulombVelocity);
     }
     nearest_qr_.assign(profile_.joints, nullptr);
     nearest_vr_.assign(profile_.joints, nullptr);
@@ -1221,10 +1230,18 @@ Decision Detector::update(const Sample& sample) {
                 // Ridge towards 0: a model is only believed where the data support it.
                 const double prior = kFrictionPrior / ph.drift_rate;
                 const double r00 = a[0] + prior, r11 = a[2] + prior * velocity_scale_[j] * velocity_scale_[j];
-                const double viscous_limit = friction_limit_[j] / velocity_scale_[j];
+                const double viscous_limit = friction_limit_[j] / viscous_speed_[j];
+                // Nothing is fitted until the joint's own motion weighs as much as the prior at its
+                // speed while moving: for a joint resting through most of the task the ridge's
+                // velocity scale (rests included) is small, and the first samples of its first move
+                // would decide the viscous term (the held-out KR6-like's wrist as current: -0.053
+                // A s/rad within 0.2 s, 10 false stops in the stream's first 3.3 s; the ridge
+                // itself at the speed while moving slowed the IRB120-like as current's joint 1
+                // under +30 % friction, 0 -> 28; docs/detection.md).
+                const bool enough_motion = a[2] >= prior * viscous_speed_[j] * viscous_speed_[j];
                 if (profile_.current_sign.empty()) {
                     const double det = r00 * r11 - a[1] * a[1];
-                    if (det > 0) friction_[j] = bounded_friction(r00, a[1], r11, a[3], a[4], friction_limit_[j], viscous_limit);
+                    if (det > 0 && enough_motion) friction_[j] = bounded_friction(r00, a[1], r11, a[3], a[4], friction_limit_[j], viscous_limit);
                 } else {
                     // A rebuilt current sign: the signed terms where the rebuilt sign is the
                     // torque's, the magnitude's where it is not and the friction drives the
@@ -1239,6 +1256,7 @@ Decision Detector::update(const Sample& sample) {
                     auto& c = magnitude_normal_[j];
                     const std::array<double, 5> add{x0 * x2, x0 * x3, x1 * x3, x2 * y, x3 * y};
                     for (std::size_t i = 0; i < add.size(); ++i) c[i] = keep * c[i] + add[i];
+                    if (!enough_motion) continue;
                     const std::array<std::array<double, 4>, 4> r{{{r00, a[1], c[0], c[1]},
                                                                   {a[1], r11, c[1], c[2]},
                                                                   {c[0], c[1], r00, a[1]},

@@ -300,12 +300,12 @@ private:
         const double v = windows_[joint * profile_.window + profile_.window - 1];
         return v < 0 ? v + magnitude_correction_[joint] : v - magnitude_correction_[joint];
     }
-    std::vector<double> velocity_scale_;
+    std::vector<double> velocity_scale_;  // the friction model's ridge: median speed, rests included
+    std::vector<double> viscous_speed_;   // the viscous term's bound: median speed while moving
     // The most the friction-drift model may learn per joint, in matched units: its Coulomb term
     // within +- the joint's fitted dry friction (SpeedModel::coulomb: the friction may at most
     // double, or vanish), its viscous term within +- that much at the joint's typical speed
-    // (velocity_scale_: the median over all the reference's samples, so for a joint that rests
-    // through most of the task this bound is loose). Infinite (no bound) without a speed model or
+    // (viscous_speed_: the reference's median speed while the joint moves). Infinite (no bound) without a speed model or
     // where the fitted dry friction is 0. Without it, a
     // task that presses steadily (the UR5e-like's screwing on the arm deviation) taught joint 6 a
     // Coulomb term of 58 and a viscous term of -79 that cancel at the screwing speed and are
