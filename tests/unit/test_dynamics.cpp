@@ -395,6 +395,74 @@ TEST_CASE("the friction-drift model learns at most the joint's fitted dry fricti
     CHECK(reached);
 }
 
+TEST_CASE("the friction-drift model fits nothing before a joint's own motion outweighs its prior", "[dynamics][friction]") {
+    // The prior weighs a tenth of the model's memory (Detector::kFrictionPrior = 0.1 over the
+    // drift rate) at the joint's median speed while moving in the reference (faster than 0.01
+    // rad/s). The weighted sum of the squared velocities the model learns from is at most the
+    // plain sum over every sample of the stream, so while that sum is below the prior's weight
+    // every learned term must still be exactly 0; with friction rising, terms are learned later.
+    // (Without the wait, joint 2 learned a Coulomb term at sample 175, its motion 81 of the 129
+    // the prior weighs.)
+    const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
+    const Profile profile = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
+    REQUIRE(profile.phase.has_value());
+    REQUIRE(profile.phase->drift_rate > 0);
+    const std::size_t n = profile.joints;
+    std::vector<double> needed(n);
+    for (std::size_t j = 0; j < n; ++j) {
+        std::vector<double> moving;
+        const auto& qr = profile.reference.q[j];
+        const auto& tr = profile.reference.t;
+        for (std::size_t k = 1; k < qr.size(); ++k) {
+            if (!(tr[k] > tr[k - 1])) continue;
+            const double v = std::abs(qr[k] - qr[k - 1]) / (tr[k] - tr[k - 1]);
+            if (v > 0.01) moving.push_back(v);
+        }
+        REQUIRE(!moving.empty());
+        std::nth_element(moving.begin(), moving.begin() + static_cast<std::ptrdiff_t>(moving.size() / 2), moving.end());
+        const double speed = moving[moving.size() / 2];
+        needed[j] = 0.1 / profile.phase->drift_rate * speed * speed;
+    }
+    planar_arm::RunOptions opt;
+    opt.cycles = 12;
+    opt.seed = 97;
+    opt.friction_drift = 0.5;
+    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    Detector detector(profile);
+    std::vector<double> tau(n), q(n), motion(n, 0.0), previous_q(n);
+    std::vector<std::size_t> checked(n, 0);
+    double previous_t = 0;
+    bool learned = false;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        const Sample s = rec.sample(i, tau, q);
+        if (i > 0 && s.t > previous_t) {
+            for (std::size_t j = 0; j < n; ++j) {
+                const double v = (q[j] - previous_q[j]) / (s.t - previous_t);
+                motion[j] += v * v;
+            }
+        }
+        detector.update(s);
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto f = detector.friction_drift(j);
+            if (motion[j] < needed[j]) {
+                ++checked[j];
+                INFO("joint " << j + 1 << ", sample " << i << ": motion " << motion[j] << " of " << needed[j]);
+                REQUIRE(f[0] == 0.0);
+                REQUIRE(f[1] == 0.0);
+            } else if (f[0] != 0.0 || f[1] != 0.0) {
+                learned = true;
+            }
+        }
+        previous_q = q;
+        previous_t = s.t;
+    }
+    for (std::size_t j = 0; j < n; ++j) {
+        INFO("joint " << j + 1 << ": samples before its motion outweighs the prior " << checked[j]);
+        CHECK(checked[j] > 50);  // the checks above ran (90 samples on joint 1, the fastest)
+    }
+    CHECK(learned);
+}
+
 namespace {
 
 // The planar arm's own dynamics, fitted on a dry run of its task (8 cycles, a seed no other test uses).
