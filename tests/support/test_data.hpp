@@ -28,6 +28,16 @@ inline const Recording& nominal_recording() {
     return rec;
 }
 
+// The planar task over `cycles` cycles whose friction rises to 1 + `drift` times its value by the
+// last cycle (RunOptions::friction_drift: a warming robot), from `seed`.
+inline Recording friction_rising_run(std::size_t cycles, std::uint64_t seed, double drift) {
+    planar_arm::RunOptions opt;
+    opt.cycles = cycles;
+    opt.seed = seed;
+    opt.friction_drift = drift;
+    return planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+}
+
 // The published detector (thesis 3.2.3). Window 20 keeps the published O(m n) matcher quick
 // enough for unit tests.
 inline const Profile& planar_profile() {

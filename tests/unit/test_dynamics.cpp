@@ -239,11 +239,7 @@ TEST_CASE("friction that changed beyond what calibration learned opens a moved j
 
     // Friction rising by 30 % over 60 cycles: the learned change passes the calibrated one and the
     // band opens.
-    planar_arm::RunOptions opt;
-    opt.cycles = 60;
-    opt.seed = 78;
-    opt.friction_drift = 0.3;
-    const Recording drifting = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording drifting = test::friction_rising_run(60, 78, 0.3);
     const std::size_t changed = changed_samples(drifting, open_moved);
     INFO("samples x joints with changed friction: " << changed << " of " << drifting.size() * drifting.joints());
     CHECK(changed > drifting.size() / 10);
@@ -374,11 +370,7 @@ TEST_CASE("the friction-drift model learns at most the joint's fitted dry fricti
     const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
     const Profile profile = calibrate({"reference.csv", &test::reference_recording()}, nominal, planar_options(true));
     REQUIRE(profile.speed.has_value());
-    planar_arm::RunOptions opt;
-    opt.cycles = 40;
-    opt.seed = 91;
-    opt.friction_drift = 3.0;
-    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording rec = test::friction_rising_run(40, 91, 3.0);
     Detector detector(profile);
     std::vector<double> tau(rec.joints()), q(rec.joints()), largest(rec.joints(), 0.0);
     for (std::size_t i = 0; i < rec.size(); ++i) {
@@ -423,11 +415,7 @@ TEST_CASE("the friction-drift model fits nothing before a joint's own motion out
         const double speed = moving[moving.size() / 2];
         needed[j] = 0.1 / profile.phase->drift_rate * speed * speed;
     }
-    planar_arm::RunOptions opt;
-    opt.cycles = 12;
-    opt.seed = 97;
-    opt.friction_drift = 0.5;
-    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording rec = test::friction_rising_run(12, 97, 0.5);
     Detector detector(profile);
     std::vector<double> tau(n), q(n), motion(n, 0.0), previous_q(n);
     std::vector<std::size_t> checked(n, 0);

@@ -192,11 +192,7 @@ TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not alloc
 TEST_CASE("the daemon's per-sample path records the phase-aware detector's adaptations without allocating", "[daemon][realtime]") {
     // Friction rising by 60 % over 16 cycles: the learned drift grows, and each cycle's check
     // (RobotSession::note_adaptation_locked, on the robot's thread) queues adaptation events.
-    planar_arm::RunOptions opt;
-    opt.cycles = 16;
-    opt.seed = 85;
-    opt.friction_drift = 0.6;
-    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording rec = test::friction_rising_run(16, 85, 0.6);
     SessionRig rig("alloc-adapt", test::phase_profile());
     daemon::RobotSession& session = rig.session;
     protocol::SampleFrame f;

@@ -154,11 +154,7 @@ TEST_CASE("friction drift is learned from clean samples and hardly ever stops th
     // Friction rising by 15 % and by 30 % over 60 cycles (0.25 and 0.5 % per cycle: a cold robot
     // warming up quickly).
     for (const double drift : {0.15, 0.3}) {
-        RunOptions opt;
-        opt.cycles = 60;
-        opt.seed = 78;
-        opt.friction_drift = drift;
-        const Recording rec = simulate(default_arm(), default_task(), opt);
+        const Recording rec = test::friction_rising_run(60, 78, drift);
         Detector d(test::phase_profile());
         const std::size_t phase = stop_events(run(test::phase_profile(), rec, &d));
         const std::size_t published = stop_events(run(test::planar_profile(), rec));

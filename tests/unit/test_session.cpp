@@ -108,11 +108,7 @@ TEST_CASE("what the phase-aware detector learns in operation is recorded as adap
     // samples.
     const Profile& profile = test::phase_profile();
     Fixture fx("shadow", profile);
-    planar_arm::RunOptions opt;
-    opt.cycles = 40;
-    opt.seed = 83;
-    opt.friction_drift = 0.3;
-    const Recording rec = planar_arm::simulate(planar_arm::default_arm(), planar_arm::default_task(), opt);
+    const Recording rec = test::friction_rising_run(40, 83, 0.3);
     Detector offline(profile);
     std::vector<double> tau(rec.joints()), q(rec.joints());
     for (std::size_t i = 0; i < rec.size(); ++i) {
