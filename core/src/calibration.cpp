@@ -1200,9 +1200,11 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
                           : nlohmann::json{{"cycles", twins.cycles},
                                            {"samples_in_every_cycle", twins.aligned},
                                            {"largest_pose_distance", twins.largest_pose_distance},
+                                           {"aligned_pairs_moving_the_other_way", twins.opposite},
                                            {"method", fmt::format("each phase's largest nominal deviation over every reference cycle that passes "
                                                                   "through it: cycles aligned by DTW over joint angles and torques, twins "
-                                                                  "within {} rad on every joint", kCoverageTolerance)}};
+                                                                  "within {} rad on every joint and no joint moving the other way "
+                                                                  "(both faster than {} rad/s)", kCoverageTolerance, kCoulombSmoothing)}};
         profile.phase->derivation["widest_cycles"] = widest_cycles(profile.phase->derivation, cycle_names);
         // What the friction-drift model learns in nominal operation: the calibration recordings
         // once more through the phase-aware detector as it will run. Its largest Coulomb change

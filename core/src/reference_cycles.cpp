@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "warpguard/dynamics.hpp"
 #include "warpguard/mdtw.hpp"
 
 namespace warpguard {
@@ -14,7 +15,8 @@ namespace warpguard {
 // pairing two samples is the sum over joints of |dq| / tolerance + |dtau| / (the joint's reference
 // torque range). The angles place the pose; the torques place a step within a standstill (a part
 // released, a screwdriver stopping), where the angles do not change. A pair is a twin only where
-// every joint's angle is within `tolerance` (the coverage tolerance: farther, it is another pose).
+// every joint's angle is within `tolerance` (the coverage tolerance: farther, it is another pose)
+// and no joint passes it the other way (below).
 CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance) {
     if (!(tolerance > 0)) throw std::invalid_argument(fmt::format("the alignment's pose tolerance must be > 0 rad, got {}", tolerance));
     for (std::size_t c = 1; c < bounds.size(); ++c) {
@@ -39,6 +41,31 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
         const auto [mn, mx] = std::minmax_element(ref.tau[j].begin(), ref.tau[j].end());
         range[j] = std::max(*mx - *mn, 1e-9);
     }
+    // Each sample's joint velocities (a central difference over +- kDirectionHalfWidth samples,
+    // within its cycle): a twin is the same phase of the task, so it passes the pose the same
+    // way. A pose passed out and back (a machine tended from the same approach) differs on the way
+    // back by the friction's sign, twice the dry friction, which pooled would widen the phase's
+    // range by as much. Opposite only where both velocities exceed the Coulomb term's smoothing
+    // velocity (each friction then at least half its size, so the two differ by at least one dry
+    // friction).
+    constexpr std::size_t kDirectionHalfWidth = 3;
+    std::vector<std::vector<double>> velocity(joints, std::vector<double>(n, 0.0));
+    for (std::size_t c = 0; c < cycles; ++c) {
+        const std::size_t first = bounds[c], last = bounds[c + 1] - 1;
+        for (std::size_t k = first; k <= last; ++k) {
+            const std::size_t lo = std::max(first, k >= kDirectionHalfWidth ? k - kDirectionHalfWidth : 0);
+            const std::size_t hi = std::min(last, k + kDirectionHalfWidth);
+            const double dt = ref.t[hi] - ref.t[lo];
+            for (std::size_t j = 0; j < joints; ++j) velocity[j][k] = dt > 0 ? (ref.q[j][hi] - ref.q[j][lo]) / dt : 0.0;
+        }
+    }
+    const auto opposite = [&](std::size_t a, std::size_t b) {
+        for (std::size_t j = 0; j < joints; ++j) {
+            const double va = velocity[j][a], vb = velocity[j][b];
+            if (va * vb < 0 && std::abs(va) > kCoulombSmoothing && std::abs(vb) > kCoulombSmoothing) return true;
+        }
+        return false;
+    };
     const auto cost = [&](std::size_t a, std::size_t b) {
         double sum = 0;
         for (std::size_t j = 0; j < joints; ++j) {
@@ -65,6 +92,10 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
                 for (std::size_t j = 0; j < joints; ++j) far = std::max(far, std::abs(ref.q[j][a] - ref.q[j][b]));
                 out.largest_pose_distance = std::max(out.largest_pose_distance, far);
                 if (far > tolerance) continue;
+                if (opposite(a, b)) {
+                    ++out.opposite;
+                    continue;
+                }
                 // Samples [p, p + stride) of one cycle (within it) take [twin, twin + stride) of cycle c.
                 const auto widen = [&](std::size_t p, std::size_t p_end, std::size_t c, std::size_t twin, std::size_t twin_end) {
                     const auto first = static_cast<std::uint32_t>(twin);

@@ -435,6 +435,65 @@ TEST_CASE("the reference's cycles are aligned phase by phase, where they pass th
     CHECK(align_reference_cycles(ref, {0, 300}, 0.05).empty());
 }
 
+TEST_CASE("a pose passed the other way in another reference cycle is no twin", "[calibration][phase-aware]") {
+    // Cycle 0 goes out (joint 1 from 0 to 1 rad) and back, then rests; cycle 1 goes out, halfway
+    // back, out again and back. The alignment (both ends anchored) takes cycle 1's way halfway
+    // back along cycle 0's way back, so its second way out runs against cycle 0's way back where
+    // both pass 0.5 rad. Joint 1's torque carries a friction of +-1 Nm by the direction of motion,
+    // as a real joint's does: samples there are the same pose, not the same phase.
+    Reference ref;
+    ref.q.resize(2);
+    ref.tau.resize(2);
+    const auto leg = [&](double from, double to, std::size_t samples) {
+        for (std::size_t k = 0; k < samples; ++k) {
+            const double q = from + (to - from) * static_cast<double>(k) / static_cast<double>(samples);
+            ref.t.push_back(0.004 * static_cast<double>(ref.t.size()));
+            ref.q[0].push_back(q);
+            ref.q[1].push_back(0.2);
+            ref.tau[0].push_back(2.0 * std::cos(q) + (to > from ? 1.0 : (to < from ? -1.0 : 0.0)));
+            ref.tau[1].push_back(0.5);
+        }
+    };
+    leg(0.0, 1.0, 100), leg(1.0, 0.0, 100), leg(0.0, 0.0, 100);                   // cycle 0: 0-299
+    leg(0.0, 1.0, 100), leg(1.0, 0.5, 50), leg(0.5, 1.0, 50), leg(1.0, 0.0, 100);  // cycle 1: 300-599
+    const std::vector<std::size_t> bounds = {0, 300, 600};
+    REQUIRE(ref.size() == bounds.back());
+    const CycleTwins twins = align_reference_cycles(ref, bounds, 0.05);
+    REQUIRE(twins.cycles == 2);
+    const auto twin_of = [&](std::size_t p, std::size_t c) { return std::pair<long, long>(twins.lo[p * 2 + c], twins.hi[p * 2 + c]); };
+    // Some aligned pairs within the pose tolerance moved the other way and were left out.
+    CHECK(twins.opposite > 0);
+    // Every sample of cycle 0 within the pose tolerance in a cycle 1 sample's twin span passes the
+    // pose the same way (samples within 3 of a turn, whose central-difference velocity is near 0,
+    // are not judged).
+    const auto direction = [](std::size_t k) {  // +1 out, -1 back, 0 rest or near a turn
+        static const std::size_t starts[] = {0, 100, 200, 300, 400, 450, 500, 600};
+        static const int way[] = {1, -1, 0, 1, -1, 1, -1};
+        for (std::size_t l = 0; l + 1 < std::size(starts); ++l) {
+            if (k >= starts[l] && k < starts[l + 1]) return k < starts[l] + 3 || k + 3 >= starts[l + 1] ? 0 : way[l];
+        }
+        return 0;
+    };
+    std::size_t judged = 0;
+    for (std::size_t p = 300; p < ref.size(); ++p) {
+        const auto [lo, hi] = twin_of(p, 0);
+        for (long t = lo; t <= hi; ++t) {
+            const auto s = static_cast<std::size_t>(t);
+            if (std::abs(ref.q[0][p] - ref.q[0][s]) > 0.05 || direction(p) == 0 || direction(s) == 0) continue;
+            INFO("cycle 1 sample " << p << ", twin " << s);
+            CHECK(direction(p) == direction(s));
+            ++judged;
+        }
+    }
+    CHECK(judged > 100);
+    // Passed the same way, the same phase: halfway out (sample 50) and halfway back along the
+    // first way back (sample 125, 0.75 rad) have their twins in cycle 1's.
+    CHECK(twin_of(50, 1).first <= 350 + 1);
+    CHECK(twin_of(50, 1).second >= 350 - 1);
+    CHECK(twin_of(125, 1).first <= 425 + 1);
+    CHECK(twin_of(125, 1).second >= 425 - 1);
+}
+
 TEST_CASE("long reference cycles are aligned on every few samples, each sample still with its twins", "[calibration][phase-aware]") {
     // Cycles of 6,000 and 7,600 samples: 45.6 M pairs, over the 16 M the alignment stores, so it
     // takes every 2nd sample.

@@ -26,11 +26,13 @@ struct CycleTwins {
     std::vector<std::uint32_t> lo, hi;  // [p * cycles + c]
     std::size_t aligned = 0;            // reference samples with a twin in every other cycle
     double largest_pose_distance = 0;   // on the alignments, rad (largest joint)
+    std::size_t opposite = 0;           // aligned pairs within the pose tolerance left out: a joint moves the other way
     bool empty() const { return cycles < 2; }
 };
 
 // The reference's cycles [bounds[c], bounds[c + 1]) aligned pairwise by DTW over their joint
-// angles and torques; twins within `tolerance` rad on every joint (reference_cycles.cpp).
+// angles and torques; twins within `tolerance` rad on every joint, none of them moving the other
+// way (both faster than kCoulombSmoothing; reference_cycles.cpp).
 CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::size_t>& bounds, double tolerance = kCoverageTolerance);
 
 }  // namespace warpguard
