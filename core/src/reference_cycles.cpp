@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -41,22 +42,21 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
         const auto [mn, mx] = std::minmax_element(ref.tau[j].begin(), ref.tau[j].end());
         range[j] = std::max(*mx - *mn, 1e-9);
     }
-    // Each sample's joint velocities (a central difference over +- kDirectionHalfWidth samples,
-    // within its cycle): a twin is the same phase of the task, so it passes the pose the same
-    // way. A pose passed out and back (a machine tended from the same approach) differs on the way
-    // back by the friction's sign, twice the dry friction, which pooled would widen the phase's
-    // range by as much. Opposite only where both velocities exceed the Coulomb term's smoothing
-    // velocity (each friction then at least half its size, so the two differ by at least one dry
-    // friction).
-    constexpr std::size_t kDirectionHalfWidth = 3;
+    // Each sample's joint velocities (local quadratic fits over +- kDerivativeHalfWidth samples
+    // within its cycle, as the detector takes the reference's): a twin is the same phase of the
+    // task, so it passes the pose the same way. A pose passed out and back (a machine tended from
+    // the same approach) differs on the way back by the friction's sign, twice the dry friction,
+    // which pooled would widen the phase's range by as much. Opposite only where both velocities
+    // exceed the Coulomb term's smoothing velocity (each friction then at least half its size, so
+    // the two differ by at least one dry friction).
     std::vector<std::vector<double>> velocity(joints, std::vector<double>(n, 0.0));
+    std::vector<double> acceleration(n);
     for (std::size_t c = 0; c < cycles; ++c) {
-        const std::size_t first = bounds[c], last = bounds[c + 1] - 1;
-        for (std::size_t k = first; k <= last; ++k) {
-            const std::size_t lo = std::max(first, k >= kDirectionHalfWidth ? k - kDirectionHalfWidth : 0);
-            const std::size_t hi = std::min(last, k + kDirectionHalfWidth);
-            const double dt = ref.t[hi] - ref.t[lo];
-            for (std::size_t j = 0; j < joints; ++j) velocity[j][k] = dt > 0 ? (ref.q[j][hi] - ref.q[j][lo]) / dt : 0.0;
+        const std::size_t first = bounds[c], length = bounds[c + 1] - bounds[c];
+        const std::span<const double> t(ref.t.data() + first, length);
+        for (std::size_t j = 0; j < joints; ++j) {
+            smooth_derivatives(t, std::span<const double>(ref.q[j].data() + first, length), kDerivativeHalfWidth,
+                               std::span<double>(velocity[j].data() + first, length), std::span<double>(acceleration.data(), length));
         }
     }
     const auto opposite = [&](std::size_t a, std::size_t b) {
