@@ -464,7 +464,7 @@ TEST_CASE("a pose passed the other way in another reference cycle is no twin", "
     // Some aligned pairs within the pose tolerance moved the other way and were left out.
     CHECK(twins.opposite > 0);
     // Every sample of cycle 0 within the pose tolerance in a cycle 1 sample's twin span passes the
-    // pose the same way (samples within 3 of a turn, whose central-difference velocity is near 0,
+    // pose the same way (samples within 3 of a turn, whose fitted velocity is near 0,
     // are not judged).
     const auto direction = [](std::size_t k) {  // +1 out, -1 back, 0 rest or near a turn
         static const std::size_t starts[] = {0, 100, 200, 300, 400, 450, 500, 600};
