@@ -170,7 +170,11 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // less unexplained, so that the speed model's fitted friction comes out positive. Then the joints
 // together: runs of equal sign are flipped where one parameter set for all joints with a factor per
 // joint explains the currents better (joints the model explains poorly left out), and a joint with
-// a flipped run gets its free sign again. Measured against torque twins of simulated arms
+// a flipped run gets its free sign again. Last, where the reference declares the part the robot
+// carries (Reference::payload), a joint left out of that set that moves is fitted again with the
+// part as a load on the last link (mass and first moments times the declared kg), and takes those
+// signs where the load explains at least a quarter of what its fit left (a wrist swinging a box).
+// Measured against torque twins of simulated arms
 // (docs/detection.md): reliable where the model explains the current (shoulder and elbow, and
 // through the shared fit the VP-6242-like's elbow), not on joints it cannot (a wrist near its
 // noise, a process torque). Throws std::invalid_argument when the reference does not fit the model
