@@ -749,6 +749,19 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     const std::size_t declared_events = stop_events(with_part, slow_with_part);
     INFO("with the part declared: " << declared_events << " stop events at 80 % in 10 cycles" << by_joint);
     CHECK(declared_events <= 2);
+    // A split that moves the reference across zero at the running speed, still uncertain: the
+    // sample's sign is the one nearer either reading, the recorded one included. (Judged on the
+    // model's reading alone the sample took the model's sign where the signal kept the recorded
+    // one: the held-out check's VP-6242-like as current at 80 %, 17 stop events in 100 cycles on
+    // joint 3 whose split had grown by a quarter.) Joint 3's split made ten times what was fitted:
+    // measured here 0 stop events in 10 cycles; with the sign judged on the model's reading alone
+    // (the code before 2026-12-03) 45 (6 times: 3; up to 4 times: 0 either way).
+    Profile inflated = with_part;
+    for (auto& v : inflated.speed->inertial[2]) v *= 10.0;
+    for (auto& v : inflated.speed->viscous[2]) v *= 10.0;
+    const std::size_t inflated_events = stop_events(inflated, slow_with_part);
+    INFO("joint 3's split x 10, uncertain: " << inflated_events << " stop events at 80 % in 10 cycles" << by_joint);
+    CHECK(inflated_events <= 2);
 }
 
 TEST_CASE("an unsigned current's sign under the joint's dry friction is uncertain: the VP-6242-like as current runs on as its friction rises",

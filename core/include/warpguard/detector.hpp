@@ -258,11 +258,17 @@ private:
     // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed.
     std::vector<double> signed_sample_;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
-    // lies nearer the reference's range at `partner` (the sign it has there). False otherwise.
+    // lies nearer the reference's range at `partner` (the sign it has there; with an uncertain
+    // split, nearer the modelled or the recorded reading). False otherwise.
     bool reads_flipped(std::size_t joint, std::size_t partner, Copies copies = Copies::All) const;
     // The newest sample's deviation from the reference's range at `partner`, as it is and with the
-    // other sign.
-    std::pair<double, double> both_readings(std::size_t joint, std::size_t partner, Copies copies) const;
+    // other sign, and whether the other sign reads nearer the reference (with an uncertain split:
+    // nearer either the modelled or the recorded reading).
+    struct Readings {
+        double as_is = 0, flipped = 0;
+        bool flip = false;
+    };
+    Readings both_readings(std::size_t joint, std::size_t partner, Copies copies) const;
     // The reference sample nearest the sample's joint angles and the velocities `v` (in vector lanes).
     std::size_t kinematic_nearest(std::span<const double> q, std::span<const double> v);
     std::vector<std::size_t> over_;                // phase-aware: consecutive samples over, per joint
