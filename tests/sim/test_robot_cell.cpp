@@ -64,16 +64,17 @@ RobotDescription reporting_amps(RobotDescription robot) {
     return robot;
 }
 
-// A suite arm's task recorded twice with the same seed (the same samples): as a torque in Nm and as
+// A robot's task recorded twice with the same seed (the same samples): as a torque in Nm and as
 // an unsigned current in `unit` (in A: 2 x rated torque / 50 A at the rated torque).
 struct Twins {
     RobotDescription robot;
     Recording torque, current;
 };
-Twins record_twins(const std::string& name, const std::string& kind, std::uint64_t seed, std::size_t cycles, SignalUnit unit) {
+Twins record_twin_files(const std::string& robot_file, const std::string& task_file, std::uint64_t seed, std::size_t cycles,
+                        SignalUnit unit) {
     Twins out;
-    out.robot = load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
-    const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-" + kind + ".json", out.robot.dof());
+    out.robot = load_robot_description(robot_file);
+    const sim::Task task = sim::load_task(task_file, out.robot.dof());
     sim::CellOptions options;
     options.seed = seed;
     out.robot.signal = SignalKind::Torque;
@@ -86,6 +87,10 @@ Twins record_twins(const std::string& name, const std::string& kind, std::uint64
     }
     out.current = sim::RobotCell(out.robot, task, options).record(cycles);
     return out;
+}
+Twins record_twins(const std::string& name, const std::string& kind, std::uint64_t seed, std::size_t cycles, SignalUnit unit) {
+    return record_twin_files(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json",
+                             std::string(WARPGUARD_TASKS_DIR) + "/" + name + "-" + kind + ".json", seed, cycles, unit);
 }
 
 // Joint j's samples whose current is over 30 % of its peak, and how many of them the rebuilt sign
@@ -895,17 +900,7 @@ TEST_CASE("a part the program declares carrying is a load in the sign rebuild of
     // stay as without the load.
     const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
     const auto twins = [&](const std::string& robot_file, const std::string& task_file) {
-        Twins out;
-        out.robot = load_robot_description(held_out + "/" + robot_file);
-        const sim::Task task = sim::load_task(held_out + "/" + task_file, out.robot.dof());
-        sim::CellOptions options;
-        options.seed = 7001;
-        out.robot.signal = SignalKind::Torque;
-        out.robot.unit = SignalUnit::Nm;
-        out.torque = sim::RobotCell(out.robot, task, options).record(7);
-        out.robot = reporting_amps(out.robot);
-        out.current = sim::RobotCell(out.robot, task, options).record(7);
-        return out;
+        return record_twin_files(held_out + "/" + robot_file, held_out + "/" + task_file, 7001, 7, SignalUnit::A);
     };
     // The share of joint j's current (weighted by |I|) whose rebuilt sign is not the torque's.
     const auto wrong_share = [](const Twins& t, const CurrentSign& rebuilt, std::size_t j) {
