@@ -1617,10 +1617,12 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
         return fitted;
     };
     std::vector<Eigen::MatrixXd> normals(n);
+    std::vector<double> own_residual(n);
     for (std::size_t j = 0; j < n; ++j) {
         OwnFit fitted = own_fit(j, rows[j]);
         out.sign[j] = std::move(fitted.sign);
         normals[j] = std::move(fitted.normal);
+        own_residual[j] = fitted.residual_share;
         out.derivation["joints"].push_back(std::move(fitted.derivation));
     }
     // The joints together (flip_runs_by_shared_fit), then the free sign of each joint with a flipped
@@ -1661,8 +1663,7 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
         Eigen::MatrixXd y(static_cast<Eigen::Index>(size), static_cast<Eigen::Index>(cols + kLoadColumns));
         y << rows[j], load[j];
         OwnFit fitted = own_fit(j, y);
-        const double without = out.derivation["joints"][j].value("residual_share", 0.0);
-        const bool taken = fitted.residual_share <= (1.0 - kLoadExplains) * without;
+        const bool taken = fitted.residual_share <= (1.0 - kLoadExplains) * own_residual[j];
         fitted.derivation["taken"] = taken;
         out.derivation["joints"][j]["with_declared_load"] = std::move(fitted.derivation);
         if (taken) out.sign[j] = std::move(fitted.sign);

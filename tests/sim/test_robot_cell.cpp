@@ -80,10 +80,11 @@ Twins record_twin_files(const std::string& robot_file, const std::string& task_f
     out.robot.signal = SignalKind::Torque;
     out.robot.unit = SignalUnit::Nm;
     out.torque = sim::RobotCell(out.robot, task, options).record(cycles);
-    out.robot.signal = SignalKind::Current;
-    out.robot.unit = unit;
     if (unit == SignalUnit::A) {
-        for (auto& l : out.robot.links) l.rated_current = 2.0 * l.rated_torque / 50.0;
+        out.robot = reporting_amps(out.robot);
+    } else {
+        out.robot.signal = SignalKind::Current;
+        out.robot.unit = unit;
     }
     out.current = sim::RobotCell(out.robot, task, options).record(cycles);
     return out;
@@ -694,17 +695,16 @@ TEST_CASE("an unsigned current's speed split is taken as uncertain: the VP-6242-
     // (docs/detection.md). Calibration takes every rebuilt-sign joint's split as uncertain: the
     // reference may read as recorded or as the model says, for the rules and for the drift
     // learning. Recorded as scripts/held-out-check.sh records that robot (seeds 7001 / 7002 /
-    // 7013), fewer cycles and with the robot's true kinematics. Measured here: 0 events in 10
-    // cycles with the split uncertain against 115 trusted (105 joint 5's, 10 joint 3's; without the
-    // declared part, below: 0 against 122, 116 joint 5's, 6 joint 3's). Before
-    // the sign under a joint's dry friction was taken as uncertain too (next test) the split's
-    // band alone left 69 against 213: the drift model learned from the samples whose sign is
-    // wrong. On the held-out check's recordings 0 against 2,304 in 100 cycles (17 with the band
-    // alone). Those numbers are of recordings without the payload the program declares: with it the
-    // sign rebuild gives joint 5 the declared part as a load (2026-12-03; its sign wrong on 5.9 ->
-    // 0.1 % of its current over the 7 cycles), and trusted the split stops 17 times, not 115 (joint
-    // 3 5, joint 5 12). So the contrast is measured without the part, and with it the profile must
-    // run on too.
+    // 7013), fewer cycles and with the robot's true kinematics. Measured with the declared part
+    // before 2026-12-03: 0 events in 10 cycles with the split uncertain against 115 trusted (105
+    // joint 5's, 10 joint 3's). Before the sign under a joint's dry friction was taken as uncertain
+    // too (next test) the split's band alone left 69 against 213: the drift model learned from the
+    // samples whose sign is wrong. On the held-out check's recordings 0 against 2,304 in 100 cycles
+    // (17 with the band alone). Since 2026-12-03 the sign rebuild gives joint 5 the declared part as
+    // a load (its sign wrong on 5.9 -> 0.1 % of its current over the 7 cycles), and with the part
+    // the trusted split stops 17 times, not 115 (joint 3 5, joint 5 12). So the contrast is
+    // measured without the declared part (measured here: 0 against 122, 116 joint 5's, 6 joint
+    // 3's), and with it the profile must run on too.
     const RobotDescription robot = reporting_amps(load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/vp6242-like.json"));
     const sim::Task task = sim::load_task(std::string(WARPGUARD_TASKS_DIR) + "/vp6242-like-pick-and-place.json", robot.dof());
     sim::CellOptions options;
