@@ -90,7 +90,8 @@ bool LiveRobot::connect_now() {
             ::fcntl(fd, F_SETFL, flags);
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            protocol::enable_arrival_times(fd);  // the deadline is judged on each reply's arrival time
+            protocol::enable_arrival_times(fd);  // the deadline is judged on each reply's arrival time ...
+            send_stamps_ = protocol::enable_send_times(fd);  // ... from the transmit time of the sample's bytes
         } else {
             ::close(fd);
         }
@@ -102,12 +103,20 @@ bool LiveRobot::connect_now() {
     }
     fd_ = fd;
     ++connections_;
+    bytes_sent_ = 0;
     const std::string hello = protocol::encode_handshake(options_.handshake);
-    if (::send(fd_, hello.data(), hello.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(hello.size())) {
+    handshake_key_ = send_counted(hello);
+    if (handshake_key_ < 0) {
         disconnect();
         return false;
     }
     return true;
+}
+
+std::int64_t LiveRobot::send_counted(const std::string& bytes) {
+    if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return -1;
+    bytes_sent_ += static_cast<std::uint32_t>(bytes.size());
+    return static_cast<std::int64_t>(static_cast<std::uint32_t>(bytes_sent_ - 1));
 }
 
 using protocol::realtime_now;
@@ -116,12 +125,29 @@ using protocol::realtime_now;
 // with the daemon and the physics). So the deadline is judged on the kernel's arrival time of the
 // reply, not on when this thread happened to wake up: a reply that arrived in time is in time even
 // if the simulator was descheduled, and one that arrived late is late even if it was read at once.
-std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed, double sent_rt) {
+// The timeout starts when the kernel transmitted the sample's last byte: a real controller's task
+// sends in real time, and a simulator descheduled on its way into send() (measured: send() returning
+// 11-29 ms after it was called on a busy 2-core VM) has not yet given the PC anything to answer.
+std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& malformed, double sent_rt, std::int64_t key) {
     malformed = false;
     lost_ = false;
     late_arrival_rt_ = 0;
     if (sent_rt <= 0) sent_rt = realtime_now();
-    const double deadline_rt = sent_rt + timeout_s;
+    // The transmit stamp is queued by the time the reply can arrive (the reply answers those bytes);
+    // looked up when it is needed, and kept once found.
+    bool stamped = false;
+    auto timeout_from = [&] {
+        if (!stamped && send_stamps_ && key >= 0) {
+            double tx = 0;
+            if (protocol::sent_time(fd_, static_cast<std::uint32_t>(key), tx)) {
+                stamped = true;
+                sent_rt = std::max(sent_rt, tx);
+            }
+        }
+        last_sent_rt_ = sent_rt;
+        return sent_rt;
+    };
+    timeout_from();
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     const bool ascii = options_.handshake.vendor == protocol::Vendor::Denso;
     char bytes[4];
@@ -145,7 +171,7 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
             if (left <= 0 || Clock::now() >= deadline) return std::nullopt;  // nothing came in time
             continue;
         }
-        if (arrival > deadline_rt) {  // it came, but after the robot's timeout
+        if (arrival > timeout_from() + timeout_s) {  // it came, but after the robot's timeout
             late_arrival_rt_ = arrival;
             return std::nullopt;
         }
@@ -177,17 +203,19 @@ std::optional<protocol::Reply> LiveRobot::read_reply(double timeout_s, bool& mal
 std::optional<protocol::Reply> LiveRobot::handshake_reply() {
     if (fd_ < 0) return std::nullopt;
     bool malformed = false;
-    return read_reply(options_.handshake.timeout, malformed);
+    return read_reply(options_.handshake.timeout, malformed, 0, handshake_key_);
 }
 
 std::optional<protocol::Reply> LiveRobot::exchange(const std::string& line) {
     if (fd_ < 0) return std::nullopt;
-    if (::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+    const double sent_rt = realtime_now();
+    const std::int64_t key = send_counted(line);
+    if (key < 0) {
         disconnect();
         return std::nullopt;
     }
     bool malformed = false;
-    return read_reply(options_.handshake.timeout, malformed);
+    return read_reply(options_.handshake.timeout, malformed, sent_rt, key);
 }
 
 void LiveRobot::hold(double t, const std::string& reason) {
@@ -213,7 +241,7 @@ Reply LiveRobot::on_sample(const Sample& s) {
             next_attempt_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.reconnect_interval));
             if (connect_now()) {
                 bool malformed = false;
-                const auto r = read_reply(options_.handshake.timeout, malformed);
+                const auto r = read_reply(options_.handshake.timeout, malformed, 0, handshake_key_);
                 if (!r) {
                     self_stop_ = true;
                     hold(s.t, "no reply to the handshake");
@@ -253,7 +281,8 @@ Reply LiveRobot::on_sample(const Sample& s) {
                                                                                           : protocol::encode_sample_ascii(f, options_.handshake.angles);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;
         const double sent_rt = realtime_now();
-        const bool sent_all = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+        const std::int64_t key = send_counted(bytes);
+        const bool sent_all = key >= 0;
         const double send_returned_rt = realtime_now();
         if (!sent_all) {
             self_stop_ = true;
@@ -262,7 +291,8 @@ Reply LiveRobot::on_sample(const Sample& s) {
         } else {
             ++sent_;
             bool malformed = false;
-            const auto r = read_reply(options_.handshake.timeout, malformed, sent_rt);
+            const auto r = read_reply(options_.handshake.timeout, malformed, sent_rt, key);
+            const double timed_from = last_sent_rt_;  // the sample's transmit time where the kernel stamped it
             if (!r) {
                 self_stop_ = true;
                 if (lost_) {
@@ -276,13 +306,17 @@ Reply LiveRobot::on_sample(const Sample& s) {
                     if (arrived <= 0 && read_reply(0.5, late_malformed, sent_rt)) arrived = last_arrival_rt_;
                     std::fprintf(stderr, "warpguard-sim: t=%.3f s seq %lld: no reply within %.0f ms; %s\n", s.t, static_cast<long long>(f.seq),
                                  options_.handshake.timeout * 1e3,
-                                 arrived > 0 ? fmt::format("it arrived {:.1f} ms after the sample was sent (send() itself returned after {:.1f} ms)",
-                                                             (arrived - sent_rt) * 1e3, (send_returned_rt - sent_rt) * 1e3).c_str()
+                                 arrived > 0 ? fmt::format("it arrived {:.1f} ms after the sample was sent ({}; send() was called "
+                                                           "{:.1f} ms before that and returned {:.1f} ms after it)",
+                                                           (arrived - timed_from) * 1e3,
+                                                           send_stamps_ ? "the kernel's transmit time" : "no transmit stamps: the time send() was called",
+                                                           (timed_from - sent_rt) * 1e3, (send_returned_rt - sent_rt) * 1e3)
+                                                   .c_str()
                                              : "none arrived within 500 ms either");
                 }
                 disconnect();  // a late reply would be taken for the next sample's: start over
             } else {
-                latencies_.push_back(last_arrival_rt_ - sent_rt);  // send -> arrival at the robot's socket
+                latencies_.push_back(last_arrival_rt_ - timed_from);  // transmit -> arrival at the robot's socket
                 if (*r == protocol::Reply::Continue) {
                     if (held_) {
                         held_ = false;

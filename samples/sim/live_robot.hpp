@@ -58,7 +58,7 @@ public:
     bool connected() const { return fd_ >= 0; }
     // Per sample sent: whether the robot was held after its reply (for the evaluation).
     const std::vector<std::uint8_t>& held_after() const { return held_after_; }
-    const std::vector<double>& latencies() const { return latencies_; }  // s, send -> reply's arrival at the socket
+    const std::vector<double>& latencies() const { return latencies_; }  // s, sample transmitted -> reply's arrival at the socket (kernel times)
     const std::vector<LiveStop>& stops() const { return stops_; }
     const std::vector<double>& resumes() const { return resumes_; }
     std::size_t samples_sent() const { return sent_; }
@@ -69,9 +69,13 @@ public:
 private:
     bool connect_now();
     void disconnect();
-    // Reads the reply of the vendor's form; nullopt on timeout (judged on the kernel's arrival time
-    // of the reply, measured from `sent_rt`, CLOCK_REALTIME; 0: now) or a lost link.
-    std::optional<protocol::Reply> read_reply(double timeout_s, bool& malformed, double sent_rt = 0);
+    // Reads the reply of the vendor's form; nullopt on timeout or a lost link. The timeout is judged
+    // on the kernel's arrival time of the reply, measured from the kernel's transmit time of the
+    // byte range that ended at offset `key` of this connection (when the socket gives such stamps
+    // and `key` ≥ 0), else from `sent_rt` (CLOCK_REALTIME; 0: now). `last_sent_rt_` gets the start used.
+    std::optional<protocol::Reply> read_reply(double timeout_s, bool& malformed, double sent_rt = 0, std::int64_t key = -1);
+    // Sends all of `bytes`; the offset of their last byte on this connection, or -1 if not all went.
+    std::int64_t send_counted(const std::string& bytes);
     void hold(double t, const std::string& reason);
 
     LiveOptions options_;
@@ -92,6 +96,10 @@ private:
     bool lost_ = false;  // the last read_reply() saw the connection close
     double last_arrival_rt_ = 0;  // kernel receive time of the last reply byte (CLOCK_REALTIME)
     double late_arrival_rt_ = 0;  // ... of a reply that came after the timeout (0: none)
+    double last_sent_rt_ = 0;  // when the last read_reply()'s timeout began (kernel transmit time where stamped)
+    bool send_stamps_ = false;  // the kernel stamps this connection's transmissions
+    std::uint32_t bytes_sent_ = 0;
+    std::int64_t handshake_key_ = -1;  // the handshake's last byte (its reply is timed from its transmission)  // bytes sent on this connection (the transmit stamps' key, modulo 2^32)
     char line_buffer_[1] = {};
 };
 

@@ -5,7 +5,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "reply_timing.hpp"
 #include "wire_protocol.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace warpguard;
 using namespace warpguard::protocol;
@@ -264,4 +270,58 @@ TEST_CASE("what the robot's task encodes, the daemon decodes", "[protocol]") {
         CHECK(back.signal[j] == Approx(s.signal[j]));
         CHECK(back.angle[j] == Approx(s.angle[j]).margin(1e-9));
     }
+}
+
+TEST_CASE("the robot side times a reply from the kernel's transmit time of its sample to the reply's arrival", "[protocol][timing]") {
+    // A loopback connection as the simulated robot's: the "robot" end stamps what it sends and receives.
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(listener, 1) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    const int robot = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(::connect(robot, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    const int pc = ::accept(listener, nullptr, nullptr);
+    REQUIRE(pc >= 0);
+    REQUIRE(protocol::enable_arrival_times(robot));
+    REQUIRE(protocol::enable_send_times(robot));
+
+    // Three samples of 10, 12 and 9 bytes: their last bytes are at offsets 9, 21 and 30, and each
+    // one's stamp lies between the clock read before its send() and after it.
+    const char* lines[3] = {"123456789\n", "12345678901\n", "12345678\n"};
+    const std::uint32_t keys[3] = {9, 21, 30};
+    double sent = 0;
+    for (int k = 0; k < 3; ++k) {
+        const double before = protocol::realtime_now();
+        REQUIRE(::send(robot, lines[k], std::strlen(lines[k]), 0) == static_cast<ssize_t>(std::strlen(lines[k])));
+        const double after = protocol::realtime_now();
+        REQUIRE(protocol::sent_time(robot, keys[k], sent));
+        CHECK(sent >= before);
+        CHECK(sent <= after);
+    }
+    CHECK_FALSE(protocol::sent_time(robot, 30, sent));  // read once: the queue is drained
+    REQUIRE(::send(robot, lines[1], 12, 0) == 12);       // offset 42
+    CHECK_FALSE(protocol::sent_time(robot, 41, sent));  // no range ends at 41 (and 42's stamp is dropped with it)
+
+    // The PC answers; the reply's arrival is stamped too, after the transmission it answers.
+    char buffer[64];
+    REQUIRE(::recv(pc, buffer, sizeof buffer, 0) > 0);
+    REQUIRE(::send(pc, "\0\0\0\0", 4, 0) == 4);
+    char reply[4];
+    double arrival = 0;
+    std::size_t have = 0;
+    while (have < 4) {
+        const ssize_t n = protocol::receive_stamped(robot, reply + have, 4 - have, 0, arrival);
+        REQUIRE(n > 0);
+        have += static_cast<std::size_t>(n);
+    }
+    CHECK(arrival >= sent);
+    CHECK(arrival <= protocol::realtime_now());
+    ::close(pc);
+    ::close(robot);
+    ::close(listener);
 }
