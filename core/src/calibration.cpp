@@ -906,11 +906,98 @@ bool arm_from_nominal_applies(const CalibrationOptions& options, const Recording
            reference.info().signal == SignalKind::Torque;
 }
 
+std::pair<std::size_t, std::size_t> reference_run(const NamedRecording& reference, const UnbrokenRuns& runs, std::size_t cycles,
+                                                  std::size_t extra) {
+    const Recording& rec = *reference.recording;
+    const std::size_t wanted = std::max(cycles, kMinReferenceCycles) + extra;
+    std::pair<std::size_t, std::size_t> best{0, 0};
+    std::size_t best_cycles = 0;
+    for (const auto& run : runs.runs) {
+        const std::size_t complete = rec.slice(run.first, run.second).complete_cycles().size();
+        if (cycles > 0 && complete >= wanted) return run;
+        if (complete > best_cycles) best = run, best_cycles = complete;
+    }
+    if (cycles == 0 && best_cycles >= wanted) return best;
+    std::string list;
+    for (const auto& i : runs.interruptions) {
+        if (list.size() > 600) {
+            list += "; …";
+            break;
+        }
+        list += fmt::format("{}rows {}: {}", list.empty() ? "" : "; ", i.begin, i.what);
+    }
+    throw std::invalid_argument(fmt::format("{}: the reference needs {} complete cycles{} in one unbroken stretch of the recording; the "
+                                            "longest has {} (interrupted at {}); record again without stops or lost samples",
+                                            reference.name, std::max(cycles, kMinReferenceCycles),
+                                            extra > 0 ? fmt::format(" and {} more for the thresholds", extra) : std::string(), best_cycles,
+                                            list.empty() ? "no row" : list));
+}
+
+nlohmann::json interruptions_to_json(const std::string& name, const UnbrokenRuns& runs) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& i : runs.interruptions) out.push_back({{"file", name}, {"row", i.begin}, {"rows", i.end - i.begin}, {"what", i.what}});
+    return out;
+}
+
+nlohmann::json interruptions_record(const nlohmann::json& list, const std::string& reference_name, std::size_t reference_begin,
+                                    std::size_t reference_end, std::size_t nominal_runs) {
+    return {{"list", list},
+            {"reference_run", {reference_begin, reference_end}},
+            {"note", fmt::format("{} interruption(s) (the robot held, or samples missing): the reference was cut from the unbroken run "
+                                 "at rows {}-{} of {}, "
+                                 "and the thresholds learnt on {} unbroken run(s) of the nominal recordings, the detector started afresh "
+                                 "at each as in operation after a stop or a reconnect",
+                                 list.size(), reference_begin, reference_end - 1, reference_name, nominal_runs)}};
+}
+
+namespace {
+
+// calibrate() on the unbroken runs of interrupted recordings (calibration.hpp).
+Profile calibrate_unbroken(const NamedRecording& reference, const UnbrokenRuns& ref_runs, std::span<const NamedRecording> nominal,
+                           const std::vector<UnbrokenRuns>& nominal_runs, const CalibrationOptions& options) {
+    const auto [ref_begin, ref_end] = reference_run(reference, ref_runs, options.reference_cycles);
+    const Recording ref_piece = reference.recording->slice(ref_begin, ref_end);
+    std::vector<Recording> pieces;
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < nominal.size(); ++k) {
+        for (const auto& [b, e] : nominal_runs[k].runs) {
+            pieces.push_back(nominal[k].recording->slice(b, e));
+            names.push_back(nominal_runs[k].interruptions.empty() ? nominal[k].name : fmt::format("{} (rows {}-{})", nominal[k].name, b, e - 1));
+        }
+    }
+    if (pieces.empty()) throw std::invalid_argument("the nominal recordings hold no sample the robot sent while it worked (every one is held)");
+    std::vector<NamedRecording> named;
+    for (std::size_t k = 0; k < pieces.size(); ++k) named.push_back({names[k], &pieces[k]});
+    Profile profile = calibrate(NamedRecording{reference.name, &ref_piece}, named, options);
+    profile.reference.first_sample += ref_begin;
+    nlohmann::json list = interruptions_to_json(reference.name, ref_runs);
+    for (std::size_t k = 0; k < nominal.size(); ++k) {
+        for (auto& i : interruptions_to_json(nominal[k].name, nominal_runs[k])) {
+            if (std::find(list.begin(), list.end(), i) == list.end()) list.push_back(std::move(i));  // a file given in both roles: once
+        }
+    }
+    profile.calibration["interruptions"] = interruptions_record(list, reference.name, ref_begin, ref_end, pieces.size());
+    return profile;
+}
+
+}  // namespace
+
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                   const CalibrationOptions& options) {
     if (!reference.recording) throw std::invalid_argument("no reference recording given");
     if (nominal.empty()) {
         throw std::invalid_argument("calibration needs at least one held-out nominal recording besides the reference");
+    }
+    {
+        const UnbrokenRuns ref_runs = reference.recording->unbroken_runs();
+        bool interrupted = !ref_runs.interruptions.empty();
+        std::vector<UnbrokenRuns> nominal_runs;
+        for (const auto& nom : nominal) {
+            if (!nom.recording) throw std::invalid_argument(fmt::format("{}: no recording given", nom.name));
+            nominal_runs.push_back(nom.recording->unbroken_runs());
+            interrupted = interrupted || !nominal_runs.back().interruptions.empty();
+        }
+        if (interrupted) return calibrate_unbroken(reference, ref_runs, nominal, nominal_runs, options);
     }
     if (!(options.k_sigma > 0)) throw std::invalid_argument(fmt::format("k must be > 0, got {}", options.k_sigma));
     if (!(options.rule2_margin >= 1)) {

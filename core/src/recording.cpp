@@ -96,6 +96,50 @@ std::vector<CycleSpan> Recording::complete_cycles() const {
     return out;
 }
 
+UnbrokenRuns Recording::unbroken_runs() const {
+    UnbrokenRuns out;
+    std::size_t run_begin = 0;
+    bool in_run = false;
+    auto close_run = [&](std::size_t end) {
+        if (in_run && end > run_begin) out.runs.emplace_back(run_begin, end);
+        in_run = false;
+    };
+    std::size_t i = 0;
+    while (i < size()) {
+        if (mode[i] & (kModeHeld | kModeSelfStop)) {
+            const std::size_t from = i;
+            while (i < size() && (mode[i] & (kModeHeld | kModeSelfStop))) ++i;
+            close_run(from);
+            const double seconds = (i < size() ? t[i] : t.back()) - t[from];
+            out.interruptions.push_back({from, i, fmt::format("robot held for {} samples ({:.3f} s{})", i - from, seconds,
+                                                              (mode[from] & kModeSelfStop) ? ", stopped by its own reply timeout" : "")});
+            continue;
+        }
+        if (in_run && i > 0) {
+            const std::int64_t before = seq[i - 1], now = seq[i];
+            const bool follows = now == before + 1 || (now == 0 && (before == 0x7fffffffLL || before == 0xffffffffLL));
+            std::string what;
+            if (!follows) {
+                what = now > before + 1 ? fmt::format("sequence {} -> {}: {} samples missing", before, now, now - before - 1)
+                                        : fmt::format("sequence {} -> {}: the robot's sample counter started again", before, now);
+            } else if (!(t[i] > t[i - 1])) {
+                what = fmt::format("robot clock {} s -> {} s does not advance", t[i - 1], t[i]);
+            }
+            if (!what.empty()) {
+                close_run(i);
+                out.interruptions.push_back({i, i, std::move(what)});
+            }
+        }
+        if (!in_run) {
+            in_run = true;
+            run_begin = i;
+        }
+        ++i;
+    }
+    close_run(size());
+    return out;
+}
+
 Recording Recording::slice(std::size_t begin, std::size_t end) const {
     if (begin > end || end > size()) {
         throw std::out_of_range(fmt::format("slice [{}, {}) outside recording of {} samples", begin, end, size()));

@@ -614,6 +614,20 @@ public:
             derivation_->setText(derivation_->text() + (gaps ? tr(" <b>Warning:</b> ") : tr(" Reference: ")) +
                                  coverage.value("note").toString().toHtmlEscaped() + ".");
         }
+        // The robot stood held or samples were lost while recording: what calibration left out.
+        const QJsonObject interruptions = s.value("interruptions").toObject();
+        if (!interruptions.isEmpty()) {
+            QStringList parts;
+            for (const auto& v : interruptions.value("list").toArray()) {
+                if (parts.size() == 3) {
+                    parts << tr("…");
+                    break;
+                }
+                parts << v.toObject().value("what").toString().toHtmlEscaped();
+            }
+            derivation_->setText(derivation_->text() + tr(" <b>Interrupted recording:</b> ") +
+                                 interruptions.value("note").toString().toHtmlEscaped() + " (" + parts.join("; ") + ").");
+        }
         // Which fit set the limits: where the tail of the few largest maxima did, its 95 % bound
         // widens them, and only more nominal cycles narrow them.
         const auto from_tail = [&d](const char* prefix, const char* largest) {

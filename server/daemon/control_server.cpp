@@ -203,7 +203,22 @@ json calibrate_command(DaemonContext& c, const json& request) {
         throw CommandError(fmt::format("recording {} belongs to robot '{}', not '{}'", recording_id, meta->at("robot").get<std::string>(), session->id()));
     }
     const std::string path = meta->at("path").get<std::string>();
-    const Recording rec = read_recording(path);
+    const Recording whole = read_recording(path);
+    // A stop or a reconnect while recording (the robot held, samples lost): the reference and the
+    // first nominal part come from one unbroken run, the other runs are nominal data of their own.
+    const UnbrokenRuns runs = whole.unbroken_runs();
+    const bool interrupted = !runs.interruptions.empty();
+    const auto [run_begin, run_end] =
+        interrupted ? reference_run(NamedRecording{path, &whole}, runs, options.reference_cycles, 1) : std::pair<std::size_t, std::size_t>{0, whole.size()};
+    std::optional<Recording> run;
+    const Recording& rec = interrupted ? run.emplace(whole.slice(run_begin, run_end)) : whole;
+    std::vector<Recording> other_runs;
+    std::vector<std::string> other_names;
+    for (const auto& [b, e] : runs.runs) {
+        if (!interrupted || b == run_begin) continue;
+        other_runs.push_back(whole.slice(b, e));
+        other_names.push_back(fmt::format("{} (rows {}-{})", path, b, e - 1));
+    }
     options.arm_from_nominal = dry_id == 0 && !no_arm && arm_from_nominal_applies(options, rec);
     const auto cycles = rec.complete_cycles();
     const std::size_t wanted = std::max<std::size_t>(options.reference_cycles, kMinReferenceCycles);
@@ -219,8 +234,14 @@ json calibrate_command(DaemonContext& c, const json& request) {
                                                          true, options.detector == DetectorKind::PhaseAware ? 10 : 1);
     options.reference_cycles = coverage.reference_cycles;
     const Recording nominal = rec.slice(cycles[options.reference_cycles].begin, rec.size());
-    const NamedRecording nominal_named{path + " (after the reference cycles)", &nominal};
-    Profile profile = calibrate(NamedRecording{path, &rec}, std::span<const NamedRecording>(&nominal_named, 1), options);
+    std::vector<NamedRecording> nominal_named{{path + " (after the reference cycles)", &nominal}};
+    for (std::size_t k = 0; k < other_runs.size(); ++k) nominal_named.push_back({other_names[k], &other_runs[k]});
+    Profile profile = calibrate(NamedRecording{path, &rec}, nominal_named, options);
+    profile.reference.first_sample += run_begin;
+    if (interrupted) {
+        profile.calibration["interruptions"] =
+            interruptions_record(interruptions_to_json(path, runs), path, run_begin, run_end, nominal_named.size());
+    }
     profile.robot = session->id();
     // calibrate() judged the reference against the nominal part alone; the choice above says how it
     // was made (KA-mDTW keeps calibrate()'s note: cycles elsewhere are expected there).
@@ -238,12 +259,14 @@ json calibrate_command(DaemonContext& c, const json& request) {
                               {"rule2_margin", t.rule2.margin},
                               {"samples", t.rule1.samples}});
     }
+    std::size_t nominal_cycles = cycles.size() - options.reference_cycles;
+    for (const auto& r : other_runs) nominal_cycles += r.complete_cycles().size();
     json summary = {{"recording", recording_id},
                           {"window", profile.window},
                           {"reference_cycles", options.reference_cycles},
                           {"reference_coverage", profile.calibration.at("reference_coverage")},
                           {"reference_samples", profile.reference.size()},
-                          {"nominal_cycles", cycles.size() - options.reference_cycles},
+                          {"nominal_cycles", nominal_cycles},
                           {"unit", to_string(profile.unit)},
                           {"detector", to_string(profile.detector)},
                           {"thresholds", thresholds}};
@@ -266,6 +289,7 @@ json calibrate_command(DaemonContext& c, const json& request) {
     // What the default detector does about speed override and a declared payload, as calibration said.
     if (profile.calibration.contains("speed_model")) summary["speed_model"] = profile.calibration.at("speed_model");
     if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
+    if (interrupted) summary["interruptions"] = profile.calibration.at("interruptions");
     if (profile.arm) {
         summary["arm_model"] = {{"dry_run", dry_id},
                                 {"excitation", excitation_id},

@@ -4,7 +4,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
     daemon_live.py BUILD_DIR SOURCE_DIR TEST
 
-TEST is one of: refusals, detect, kill9, identify, payload. Each prints what it measured and exits non-zero on failure.
+TEST is one of: refusals, detect, kill9, interrupted, identify, payload. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
 import json, os, re, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -540,6 +540,55 @@ def test_kill9(tmp):
             d.stop()
 
 
+def test_interrupted(tmp):
+    """A robot that stops itself while the daemon records it (the PC silent for longer than the robot's
+    timeout): it reconnects held, the operator resumes it, the recording goes on, and calibration cuts
+    the reference from an unbroken run and learns the thresholds without the standing robot, saying so."""
+    d = Daemon(tmp, [UR])
+    sim = None
+    try:
+        sim, report = run_sim(d, tmp, "--cycles", "20", "--speed", "8", "--seed", "9", "--timeout-ms", "100")
+        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
+        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+        d.ctl("record-start", "cell1")
+        d.ctl("wait", "cell1", "--cycle", "3", "--timeout", "60")
+        time.sleep(0.2)
+        d.proc.send_signal(signal.SIGSTOP)  # the PC goes silent for 0.4 s, the robot's timeout is 0.1 s
+        time.sleep(0.4)
+        d.proc.send_signal(signal.SIGCONT)
+        d.ctl("wait", "cell1", "--state", "stopped", "--timeout", "10")
+        st = d.call({"cmd": "robot", "robot": "cell1"})
+        check("reconnected while stopped" in st["reason"], "the robot stopped itself and came back held: %s" % st["reason"])
+        time.sleep(0.5)
+        d.ctl("resume", "cell1", "--operator", "integration-test")
+        d.ctl("wait", "cell1", "--cycle", "18", "--timeout", "120")
+        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        modes = []
+        with open(rec["path"]) as f:
+            rows = (line for line in f if not line.startswith("#"))
+            column = next(rows).strip().split(",").index("mode")
+            modes = [int(line.split(",")[column]) for line in rows]
+        held = [i for i, m in enumerate(modes) if m & 1]
+        check(len(held) > 50 and all(modes[i] & 2 for i in held[:1]),
+              "the recording holds %d samples of the robot standing held, the first marked self-stopped" % len(held))
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--timeout", "300").stdout)
+        record = cal["summary"].get("interruptions", {})
+        listed = record.get("list", [])
+        check(any("robot held for" in i["what"] and i["row"] == held[0] for i in listed),
+              "calibration names the hold at row %d: %s" % (held[0], [i["what"] for i in listed]))
+        begin, end = record.get("reference_run", [0, 0])
+        check(end - begin > 1000 and not any(begin <= i < end for i in held),
+              "the reference comes from the run at rows %d-%d, none of them held (held rows %d-%d)" % (begin, end - 1, held[0], held[-1]))
+        check("unbroken run(s)" in record.get("note", ""), "... and says so: %s" % record.get("note", "")[:160])
+        check(cal["summary"]["nominal_cycles"] >= 10, "%d nominal cycles for the thresholds" % cal["summary"]["nominal_cycles"])
+    finally:
+        if sim and sim.poll() is None:
+            sim.kill()
+        if d.proc.poll() is None:
+            d.proc.send_signal(signal.SIGCONT)
+            d.stop()
+
+
 def test_identify(tmp):
     """The identification procedure through the daemon (PROTOCOL.md §5) for each vendor's link:
     armed through the control API, the simulated controller reports the tracked point, the daemon
@@ -627,7 +676,7 @@ def test_identify(tmp):
 
 
 with tempfile.TemporaryDirectory(prefix="warpguard-it-") as tmp:
-    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "identify": test_identify,
+    {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "interrupted": test_interrupted, "identify": test_identify,
      "payload": test_payload}[TEST](tmp)
     if failures:
         print("%d check(s) failed" % len(failures))

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -529,4 +530,112 @@ TEST_CASE("reference cycle bounds that do not rise within the reference are refu
     CHECK_THROWS_WITH(align_reference_cycles(ref, {0, 150, 301}, 0.05), Catch::Contains("300 samples"));
     CHECK_THROWS_WITH(align_reference_cycles(ref, {0, 150, 300}, 0.0), Catch::Contains("tolerance must be > 0"));
     CHECK(align_reference_cycles(ref, {0, 150, 300}, 0.05).cycles == 2);
+}
+
+namespace {
+
+// `rec` with rows [from, from + count) replaced by a robot standing held where row `from` left it
+// (mode bits held + self-stop, the signal and angles of row `from`, the clock and the sequence
+// running on), as the daemon records a robot that stopped itself mid-cycle until an operator resumed.
+Recording with_hold(const Recording& rec, std::size_t from, std::size_t count) {
+    Recording out = rec;
+    for (std::size_t i = from; i < from + count; ++i) {
+        out.mode[i] = kModeHeld | kModeSelfStop;
+        for (std::size_t j = 0; j < rec.joints(); ++j) {
+            out.tau[j][i] = rec.tau[j][from];
+            out.q[j][i] = rec.q[j][from];
+        }
+    }
+    return out;
+}
+
+// `rec` without rows [from, from + count): samples lost on the way, the sequence numbers jumping.
+Recording without_rows(const Recording& rec, std::size_t from, std::size_t count) {
+    Recording out = rec.slice(0, from);
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    for (std::size_t i = from + count; i < rec.size(); ++i) out.append(rec.sample(i, tau, q));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a recording interrupted by a hold or lost samples is calibrated on its unbroken runs", "[calibration][interruptions]") {
+    const auto task = planar_arm::default_task();
+    const Recording clean = run_of(task, 16, 61);
+    const auto cycles = clean.complete_cycles();
+    REQUIRE(cycles.size() >= 14);
+    // Held for 150 samples in the middle of the second complete cycle; 20 samples lost in the tenth.
+    const std::size_t hold_at = (cycles[1].begin + cycles[1].end) / 2, lost_at = (cycles[9].begin + cycles[9].end) / 2;
+    const Recording held = with_hold(clean, hold_at, 150);
+    const Recording rec = without_rows(held, lost_at, 20);
+
+    const UnbrokenRuns runs = rec.unbroken_runs();
+    REQUIRE(runs.interruptions.size() == 2);
+    CHECK(runs.interruptions[0].begin == hold_at);
+    CHECK(runs.interruptions[0].end == hold_at + 150);
+    CHECK_THAT(runs.interruptions[0].what, Catch::Contains("robot held for 150 samples") && Catch::Contains("its own reply timeout"));
+    CHECK(runs.interruptions[1].begin == lost_at);
+    CHECK(runs.interruptions[1].end == lost_at);
+    CHECK_THAT(runs.interruptions[1].what, Catch::Contains("20 samples missing"));
+    REQUIRE(runs.runs.size() == 3);
+    CHECK(runs.runs[0] == std::pair<std::size_t, std::size_t>{0, hold_at});
+    CHECK(runs.runs[1] == std::pair<std::size_t, std::size_t>{hold_at + 150, lost_at});
+    CHECK(runs.runs[2] == std::pair<std::size_t, std::size_t>{lost_at, rec.size()});
+    // A clean recording is one run; a counter that wraps where the protocol's does is no break.
+    CHECK(clean.unbroken_runs().interruptions.empty());
+    Recording wrapped = clean.slice(0, 10);
+    for (std::size_t i = 0; i < wrapped.size(); ++i) wrapped.seq[i] = i < 5 ? 0x7fffffffLL - 4 + static_cast<std::int64_t>(i) : static_cast<std::int64_t>(i) - 5;
+    CHECK(wrapped.unbroken_runs().interruptions.empty());
+    wrapped.t[7] = wrapped.t[6];
+    CHECK_THAT(wrapped.unbroken_runs().interruptions.at(0).what, Catch::Contains("does not advance"));
+
+    // The daemon's single recording as the reference and the nominal data (2 reference cycles).
+    CalibrationOptions opt;
+    opt.window = 20;
+    opt.detector = DetectorKind::Published;
+    opt.reference_cycles = 2;
+    const Recording nominal = run_of(task, 12, 62);
+    const NamedRecording named[] = {{"nominal.csv", &rec}, {"more.csv", &nominal}};
+    const Profile p = calibrate({"rec.csv", &rec}, named, opt);
+    // The first run holds one complete cycle only: the reference is the first two of the second run,
+    // and none of its rows was held.
+    const auto second = rec.slice(runs.runs[1].first, runs.runs[1].second).complete_cycles();
+    CHECK(p.reference.first_sample == runs.runs[1].first + second[0].begin);
+    CHECK(p.reference.size() == second[0].size() + second[1].size());
+    for (std::size_t i = p.reference.first_sample; i < p.reference.first_sample + p.reference.size(); ++i) REQUIRE(rec.mode[i] == 0);
+    const auto& record = p.calibration.at("interruptions");
+    CHECK(record.at("list").size() == 4);  // rec.csv's two, as the reference and as "nominal.csv"
+    CHECK(record.at("reference_run") == nlohmann::json::array({runs.runs[1].first, runs.runs[1].second}));
+    CHECK_THAT(record.at("note").get<std::string>(), Catch::Contains("rows ") && Catch::Contains("unbroken run(s)"));
+    // The thresholds are those of the unbroken runs given one by one.
+    const Recording ref_run = rec.slice(runs.runs[1].first, runs.runs[1].second);
+    std::vector<Recording> pieces;
+    for (const auto& [b, e] : runs.runs) pieces.push_back(rec.slice(b, e));
+    const NamedRecording by_hand[] = {{"a", &pieces[0]}, {"b", &pieces[1]}, {"c", &pieces[2]}, {"more.csv", &nominal}};
+    const Profile q = calibrate({"rec.csv", &ref_run}, by_hand, opt);
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        CHECK(p.thresholds[j].rule1.value == q.thresholds[j].rule1.value);
+        CHECK(p.thresholds[j].rule2.value == q.thresholds[j].rule2.value);
+    }
+    // Taken as task data (the mode bits cleared), the standing robot and the jump would pass into the
+    // statistics: the thresholds come out wider.
+    Recording blind = rec;
+    std::fill(blind.mode.begin(), blind.mode.end(), 0u);
+    std::iota(blind.seq.begin(), blind.seq.end(), std::int64_t{0});
+    const NamedRecording blind_named[] = {{"nominal.csv", &blind}, {"more.csv", &nominal}};
+    const Profile b = calibrate({"rec.csv", &blind}, blind_named, opt);
+    CHECK(b.reference.first_sample == cycles[0].begin);  // the held cycle inside the reference
+    double wider = 0;
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        INFO("joint " << j + 1 << ": theta1 " << p.thresholds[j].rule1.value << " vs " << b.thresholds[j].rule1.value << ", theta2 "
+                      << p.thresholds[j].rule2.value << " vs " << b.thresholds[j].rule2.value);
+        wider = std::max(wider, b.thresholds[j].rule2.value / p.thresholds[j].rule2.value);
+    }
+    // Measured: theta2 4.9x (joint 1) and 2.3x (joint 2) as wide, joint 3 0.91x (another reference).
+    CHECK(wider > 2);
+
+    // No run with enough cycles: refused, naming the file and the interruptions.
+    opt.reference_cycles = 9;
+    CHECK_THROWS_WITH(calibrate({"rec.csv", &rec}, named, opt), Catch::Contains("rec.csv") && Catch::Contains("one unbroken stretch") &&
+                                                                    Catch::Contains("robot held for 150 samples"));
 }

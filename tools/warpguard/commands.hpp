@@ -14,6 +14,10 @@ namespace warpguard::cli {
 // names each cycle's recording too.
 std::string describe_widest_cycles(const nlohmann::json& derivation, bool with_file);
 
+// Prints calibration's record of interrupted recordings (calibration.interruptions): its note and
+// the first interruptions, so that a user sees what was left out and why.
+void print_interruptions(const nlohmann::json& record);
+
 void register_calibrate(CLI::App& app);
 void register_evaluate(CLI::App& app);
 void register_match(CLI::App& app);

@@ -197,6 +197,7 @@ void register_ctl(CLI::App& app) {
                                  std::printf("reference: %s; %s\n", cov.value("automatic", false) ? "cycles chosen by calibration" : "cycles as given",
                                              cov.value("note", std::string()).c_str());
                              }
+                             if (s.contains("interruptions")) print_interruptions(s.at("interruptions"));
                              std::printf("joint  theta1 (%s)   sigma        theta2       nominal max\n", s.at("unit").get<std::string>().c_str());
                              for (const auto& t : s.at("thresholds")) {
                                  std::printf("%-6d %-14.5g %-12.5g %-12.5g %-12.5g\n", t.at("joint").get<int>(), t.at("theta1").get<double>(),

@@ -25,6 +25,16 @@
 
 namespace warpguard::cli {
 
+void print_interruptions(const nlohmann::json& record) {
+    std::printf("note: %s\n", record.value("note", std::string()).c_str());
+    const auto& list = record.value("list", nlohmann::json::array());
+    for (std::size_t k = 0; k < list.size() && k < 5; ++k) {
+        std::printf("  %s, row %zu: %s\n", list[k].value("file", std::string()).c_str(), list[k].value("row", std::size_t{0}),
+                    list[k].value("what", std::string()).c_str());
+    }
+    if (list.size() > 5) std::printf("  ... and %zu more (the profile's calibration.interruptions)\n", list.size() - 5);
+}
+
 std::string describe_widest_cycles(const nlohmann::json& derivation, bool with_file) {
     if (!derivation.contains("widest_cycles") || derivation.at("widest_cycles").empty()) return "";
     auto median = [](std::vector<double> v) {
@@ -175,6 +185,7 @@ void run_calibrate(const CalibrateArgs& a) {
     const auto& coverage = p.calibration.at("reference_coverage");
     std::printf("reference: %d cycles (%s); %s\n", coverage.value("reference_cycles", 0),
                 coverage.value("automatic", false) ? "chosen by calibration" : "as given", coverage.value("note", std::string()).c_str());
+    if (p.calibration.contains("interruptions")) print_interruptions(p.calibration.at("interruptions"));
     if (coverage.value("uncovered", 0) > 0 && p.method != MatchingMethod::KaMdtw) {
         std::fprintf(stderr, "warning: the reference does not cover %d of %d nominal cycles (see 'reference:' above)\n",
                      coverage.value("uncovered", 0), coverage.value("cycles", 0));

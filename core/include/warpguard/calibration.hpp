@@ -182,7 +182,27 @@ ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::
                                           std::size_t given, bool same_recording = false, std::size_t min_nominal_cycles = 0,
                                           double tolerance = kCoverageTolerance);
 
+// Recordings interrupted by a hold or a break (Recording::unbroken_runs): the reference is cut from
+// one unbroken run and every run is nominal data on its own, the detector starting afresh at each
+// as the daemon's does after a hold or a reconnect.
+//
+// The run of `reference` to cut the reference from: for `cycles` > 0 the first run with at least
+// `cycles` + `extra` complete cycles, for 0 (automatic) the run with the most complete cycles
+// (which must be at least kMinReferenceCycles + `extra`). Throws std::invalid_argument naming the
+// interruptions when no run has enough.
+std::pair<std::size_t, std::size_t> reference_run(const NamedRecording& reference, const UnbrokenRuns& runs, std::size_t cycles,
+                                                  std::size_t extra = 0);
+// The interruptions of one recording as the profile's calibration record lists them.
+nlohmann::json interruptions_to_json(const std::string& name, const UnbrokenRuns& runs);
+// The profile's `calibration.interruptions`: the list (interruptions_to_json of every recording),
+// the rows [begin, end) of `reference_name` the reference's unbroken run spans (`reference_run`),
+// and a note for a person.
+nlohmann::json interruptions_record(const nlohmann::json& list, const std::string& reference_name, std::size_t reference_begin,
+                                    std::size_t reference_end, std::size_t nominal_runs);
+
 // Builds a complete profile. Throws std::invalid_argument naming the file and value at fault.
+// Recordings with interruptions are calibrated on their unbroken runs (above), listed under
+// `calibration.interruptions`.
 Profile calibrate(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                   const CalibrationOptions& options);
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace warpguard {
@@ -61,6 +62,26 @@ struct CycleSpan {
     std::size_t size() const { return end - begin; }
 };
 
+// Mode bits a robot task sends with each sample (robot_scripts/PROTOCOL.md §2.1).
+inline constexpr std::uint32_t kModeHeld = 1;      // the robot stands, stopped by a STOP or by its own timeout
+inline constexpr std::uint32_t kModeSelfStop = 2;  // ... and the hold began because no reply came in time
+
+// Where a recording stops being one unbroken run of the robot's task: samples sent while the robot
+// stood held (mode bits 0-1), or a break between two samples — sequence numbers that do not follow
+// on (samples lost, a reconnect) or a robot clock that does not advance.
+struct Interruption {
+    std::size_t begin = 0;  // first row affected: the first held row, or the row after the break
+    std::size_t end = 0;    // one past the last held row; == begin for a break between rows
+    std::string what;       // e.g. "robot held for 312 samples (0.624 s)", "sequence 1200 -> 1212: 11 samples missing"
+};
+
+// A recording's unbroken runs: rows [begin, end) with no held row and no break inside. Held rows
+// belong to no run. One run over every row when nothing interrupts it.
+struct UnbrokenRuns {
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    std::vector<Interruption> interruptions;
+};
+
 struct RecordingInfo {
     std::string robot = "unknown";
     SignalKind signal = SignalKind::Torque;
@@ -97,6 +118,10 @@ public:
 
     // Copy of rows [begin, end).
     Recording slice(std::size_t begin, std::size_t end) const;
+
+    // Where the task's run is interrupted (above). Sequence numbers may wrap where the protocol's
+    // counters do (after 2^31 - 1 or 2^32 - 1 back to 0).
+    UnbrokenRuns unbroken_runs() const;
 
     std::vector<double> t;
     std::vector<std::int64_t> seq;
