@@ -5,7 +5,8 @@
 # would. The script plays the integrator and the operator through the control API (`warpguard ctl`):
 # record the task, calibrate, a shadow phase, DETECT; the simulator then injects collisions (20-300 N
 # on random links) and a rigid box that comes down into the path for 2.5 s; every stop is resumed by
-# the "operator" three seconds later. At the end: collisions, detected, missed, false stops, delays and the
+# the "operator" three seconds later (in any phase: also a robot that stopped itself because a reply came
+# late). At the end: collisions, detected, missed, false stops, delays and the
 # peak contact force with WarpGuard and in the same run without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,22 @@ echo "== The simulated robot's task connects (URScript behaviour: 4 ms samples, 
   --period 0.004 --cycles 29 --speed "$speed" --seed 21 --contacts 6 --contacts-from-cycle 22 --min-force 20 --max-force 300 \
   --obstacle-in-cycle 28 --obstacle-hold 2.5 --without --out "$out/robot-run.csv" --report "$out/robot-report.json" > "$out/robot.log" 2>&1 &
 sim_pid=$!
+# The operator, from the start to the end: look at every stop, resume it three seconds later. Most
+# come in DETECT (step 4); a robot that stopped itself because a reply came late (the PC busy for
+# more than its 20 ms) comes back held in any phase and waits for the same resume.
+operator() {
+  while kill -0 "$sim_pid" 2>/dev/null; do
+    if ctl status cell1-ur5e 2>/dev/null | grep -q "STOPPED"; then
+      ctl status cell1-ur5e | sed -n 's/^ *STOPPED: /   stop: /p'
+      sleep 3
+      ctl resume cell1-ur5e --operator demo-operator > /dev/null 2>&1 || true
+    fi
+    sleep 0.2
+  done
+}
+operator &
+operator_pid=$!
+cleanup() { kill "$operator_pid" 2>/dev/null; [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; kill "$daemon_pid" 2>/dev/null || true; }
 ctl wait cell1-ur5e --state idle --timeout 20
 ctl wait cell1-ur5e --cycle 1 --timeout 30
 
@@ -64,17 +81,10 @@ detect_cycle=$(ctl mode cell1-ur5e detect | sed -n 's/.* cycle \([0-9]*\) .*/\1/
 if [ -n "$detect_cycle" ] && [ "$detect_cycle" -ge 22 ]; then
   echo "note: DETECT began in cycle $detect_cycle (calibration took long on this PC): collisions before it count as missed"
 fi
-# The operator: look at every stop, resume it three seconds later.
-while kill -0 "$sim_pid" 2>/dev/null; do
-  if ctl status cell1-ur5e | grep -q "STOPPED"; then
-    ctl status cell1-ur5e | sed -n 's/^ *STOPPED: /   stop: /p'
-    sleep 3
-    ctl resume cell1-ur5e --operator demo-operator > /dev/null 2>&1 || true
-  fi
-  sleep 0.2
-done
+# The operator (above) resumes every stop until the robot's run ends.
 wait "$sim_pid" || true
 sim_pid=""
+wait "$operator_pid" 2>/dev/null || true
 
 echo; echo "== 5. What happened (the robot's side)"
 sed -n '/samples sent/,$p' "$out/robot.log"
