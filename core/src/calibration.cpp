@@ -172,10 +172,9 @@ ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::
     };
     if (same_recording) {
         for (std::size_t k = lo; k < ref_cycles.size(); ++k) add(ref, reference.name, ref_cycles[k], k);
-    } else {
-        for (const auto& nom : nominal) {
-            for (const auto& span : nom.recording->complete_cycles()) add(*nom.recording, nom.name, span, std::string::npos);
-        }
+    }
+    for (const auto& nom : nominal) {
+        for (const auto& span : nom.recording->complete_cycles()) add(*nom.recording, nom.name, span, std::string::npos);
     }
     // Coverage with the first k reference cycles.
     const auto judge = [&](std::size_t k) {

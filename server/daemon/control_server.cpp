@@ -229,13 +229,15 @@ json calibrate_command(DaemonContext& c, const json& request) {
     }
     // KA-mDTW matches other variants of a task by their lever lengths: its automatic reference is the minimum.
     const bool ka = options.method == MatchingMethod::KaMdtw;
-    const ReferenceCoverage coverage = choose_reference_cycles(NamedRecording{path, &rec}, {}, options.reference_cycles == 0 && ka ? kMinReferenceCycles
+    std::vector<NamedRecording> other_named;
+    for (std::size_t k = 0; k < other_runs.size(); ++k) other_named.push_back({other_names[k], &other_runs[k]});
+    const ReferenceCoverage coverage = choose_reference_cycles(NamedRecording{path, &rec}, other_named, options.reference_cycles == 0 && ka ? kMinReferenceCycles
                                                                                                                              : options.reference_cycles,
                                                          true, options.detector == DetectorKind::PhaseAware ? 10 : 1);
     options.reference_cycles = coverage.reference_cycles;
     const Recording nominal = rec.slice(cycles[options.reference_cycles].begin, rec.size());
     std::vector<NamedRecording> nominal_named{{path + " (after the reference cycles)", &nominal}};
-    for (std::size_t k = 0; k < other_runs.size(); ++k) nominal_named.push_back({other_names[k], &other_runs[k]});
+    nominal_named.insert(nominal_named.end(), other_named.begin(), other_named.end());
     Profile profile = calibrate(NamedRecording{path, &rec}, nominal_named, options);
     profile.reference.first_sample += run_begin;
     if (interrupted) {

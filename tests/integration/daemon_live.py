@@ -580,7 +580,10 @@ def test_interrupted(tmp):
         check(end - begin > 1000 and not any(begin <= i < end for i in held),
               "the reference comes from the run at rows %d-%d, none of them held (held rows %d-%d)" % (begin, end - 1, held[0], held[-1]))
         check("unbroken run(s)" in record.get("note", ""), "... and says so: %s" % record.get("note", "")[:160])
-        check(cal["summary"]["nominal_cycles"] >= 10, "%d nominal cycles for the thresholds" % cal["summary"]["nominal_cycles"])
+        nominal = cal["summary"]["nominal_cycles"]
+        covered = cal["summary"]["reference_coverage"]["cycles"]
+        check(nominal >= 10 and covered == nominal,
+              "%d nominal cycles for the thresholds, all of them (every run's) checked for coverage by the reference: %d" % (nominal, covered))
     finally:
         if sim and sim.poll() is None:
             sim.kill()

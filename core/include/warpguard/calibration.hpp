@@ -174,9 +174,10 @@ struct ReferenceCoverage {
 // The reference cycles: `given` > 0 takes that many and only reports their coverage; 0 takes the
 // fewest from kMinReferenceCycles up to every complete cycle of `reference` that covers every
 // complete cycle of the nominal recordings (or, if none does, the fewest that leave the fewest
-// uncovered). With `same_recording`, `nominal` is the reference recording itself and its cycles
-// after the reference are the nominal ones (the daemon's single recording; at most all but
-// `min_nominal_cycles` become the reference). Throws std::invalid_argument when the reference
+// uncovered). With `same_recording`, the reference recording's cycles after the reference are
+// nominal ones too, besides those of `nominal` (the daemon's single recording, with its other
+// unbroken runs as `nominal` when it was interrupted; at most all but `min_nominal_cycles` of its
+// own become the reference). Throws std::invalid_argument when the reference
 // recording has too few complete cycles.
 ReferenceCoverage choose_reference_cycles(const NamedRecording& reference, std::span<const NamedRecording> nominal,
                                           std::size_t given, bool same_recording = false, std::size_t min_nominal_cycles = 0,
