@@ -46,11 +46,14 @@ double round_up_if(bool round_up, double value) { return round_up ? std::floor(v
 }  // namespace
 
 EnvelopeLimits derive_envelope(const Recording& rec, const std::string& source, const EnvelopeOptions& options) {
-    const auto cycles = rec.complete_cycles();
+    // Cycles in which the robot stood held or samples were lost are no cycles of its task.
+    const auto cycles = rec.unbroken_cycles();
     if (cycles.size() < 2) {
+        const std::size_t complete = rec.complete_cycles().size();
         throw std::invalid_argument(fmt::format(
-            "{}: the envelope needs >= 2 complete cycles (bounded by cycle-counter changes), found {}", source,
-            cycles.size()));
+            "{}: the envelope needs >= 2 complete cycles (bounded by cycle-counter changes), found {}{}", source, cycles.size(),
+            complete > cycles.size() ? fmt::format(" ({} more interrupted: the robot held, or samples missing)", complete - cycles.size())
+                                     : std::string()));
     }
     EnvelopeLimits lim;
     lim.robot = rec.info().robot;

@@ -140,6 +140,18 @@ UnbrokenRuns Recording::unbroken_runs() const {
     return out;
 }
 
+std::vector<CycleSpan> Recording::unbroken_cycles() const {
+    const auto interruptions = unbroken_runs().interruptions;
+    std::vector<CycleSpan> out;
+    for (const auto& c : complete_cycles()) {
+        const bool touched = std::any_of(interruptions.begin(), interruptions.end(), [&](const Interruption& i) {
+            return i.begin == i.end ? (i.begin >= c.begin && i.begin <= c.end) : (i.begin < c.end && i.end > c.begin);
+        });
+        if (!touched) out.push_back(c);
+    }
+    return out;
+}
+
 Recording Recording::slice(std::size_t begin, std::size_t end) const {
     if (begin > end || end > size()) {
         throw std::out_of_range(fmt::format("slice [{}, {}) outside recording of {} samples", begin, end, size()));

@@ -1,4 +1,5 @@
 // The envelope method of thesis §3.1.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -65,6 +66,41 @@ TEST_CASE("envelope limits: period, shift and limits derived from recorded cycle
         CHECK(env.noise > 0.04);
         CHECK(env.noise < 0.075);
     }
+}
+
+TEST_CASE("envelope limits leave out the cycles in which the robot stood held or samples were lost", "[envelope][interruptions]") {
+    const std::vector<std::size_t> lengths{50, 100, 96, 104, 99, 101, 97, 103, 100, 98, 102, 60};
+    const Recording clean = periodic(lengths, 0.05, 3);
+    const auto cycles = clean.complete_cycles();
+    REQUIRE(cycles.size() == 10);
+    // Cycle 3 (the fourth complete one) stood held for 30 samples at the value of its first held
+    // sample, as a robot stopped by its own reply timeout; 5 samples of cycle 7 never arrived.
+    Recording rec = clean;
+    const std::size_t hold = cycles[3].begin + 40;
+    for (std::size_t i = hold; i < hold + 30; ++i) {
+        rec.mode[i] = kModeHeld | kModeSelfStop;
+        for (std::size_t j = 0; j < 2; ++j) rec.tau[j][i] = rec.tau[j][hold];
+    }
+    const std::size_t lost = cycles[7].begin + 20;
+    for (std::size_t i = lost; i < rec.size(); ++i) rec.seq[i] += 5;
+    const auto kept = rec.unbroken_cycles();
+    REQUIRE(kept.size() == 8);
+    CHECK(std::none_of(kept.begin(), kept.end(), [&](const CycleSpan& c) { return c.begin == cycles[3].begin || c.begin == cycles[7].begin; }));
+    const EnvelopeLimits lim = derive_envelope(rec, "held.csv", {});
+    CHECK(lim.cycles == 8);
+    // The held rows are not in the limits: the envelope is the same whatever they hold.
+    Recording wild = rec;
+    for (std::size_t i = hold; i < hold + 30; ++i) wild.tau[0][i] = 500.0;
+    const EnvelopeLimits same = derive_envelope(wild, "held.csv", {});
+    CHECK(same.joints[0].upper == lim.joints[0].upper);
+    Recording blind = wild;
+    std::fill(blind.mode.begin(), blind.mode.end(), 0u);
+    CHECK(derive_envelope(blind, "blind.csv", {}).cycles == 9);  // without the mode bits: taken as a cycle of the task
+    // Too few unbroken cycles: refused, saying how many were interrupted.
+    Recording few = clean.slice(0, cycles[2].end + 1);  // complete cycles 0-2
+    few.mode[cycles[1].begin + 3] = kModeHeld;
+    few.mode[cycles[2].begin + 3] = kModeHeld;
+    CHECK_THROWS_WITH(derive_envelope(few, "few.csv", {}), Catch::Contains("found 1") && Catch::Contains("2 more interrupted"));
 }
 
 TEST_CASE("the envelope checker passes the recorded cycles and stops on a deviation", "[envelope]") {

@@ -122,6 +122,9 @@ public:
     // Where the task's run is interrupted (above). Sequence numbers may wrap where the protocol's
     // counters do (after 2^31 - 1 or 2^32 - 1 back to 0).
     UnbrokenRuns unbroken_runs() const;
+    // The complete cycles no interruption touches: no held row inside, no break before any of
+    // their rows or right after the last (the samples lost there may have been the cycle's own).
+    std::vector<CycleSpan> unbroken_cycles() const;
 
     std::vector<double> t;
     std::vector<std::int64_t> seq;
