@@ -57,7 +57,7 @@ operator() {
 }
 operator &
 operator_pid=$!
-cleanup() { kill "$operator_pid" 2>/dev/null; [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; kill "$daemon_pid" 2>/dev/null || true; }
+cleanup() { kill "$operator_pid" 2>/dev/null || true; [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; kill "$daemon_pid" 2>/dev/null || true; }
 ctl wait cell1-ur5e --state idle --timeout 20
 ctl wait cell1-ur5e --cycle 1 --timeout 30
 
