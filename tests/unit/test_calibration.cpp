@@ -634,6 +634,15 @@ TEST_CASE("a recording interrupted by a hold or lost samples is calibrated on it
     // Measured: theta2 4.9x (joint 1) and 2.3x (joint 2) as wide, joint 3 0.91x (another reference).
     CHECK(wider > 2);
 
+    // Automatic reference cycles: cut from the run with the most complete cycles (the first run
+    // holds 1).
+    std::size_t most = 0, most_begin = 0;
+    for (const auto& [first, end] : runs.runs) {
+        const std::size_t c = rec.slice(first, end).complete_cycles().size();
+        if (c > most) most = c, most_begin = first;
+    }
+    CHECK(reference_run({"rec.csv", &rec}, runs, 0) == *std::find_if(runs.runs.begin(), runs.runs.end(), [&](const auto& r) { return r.first == most_begin; }));
+    CHECK(reference_run({"rec.csv", &rec}, runs, 2, 1) == runs.runs[1]);  // the first with 2 + 1
     // No run with enough cycles: refused, naming the file and the interruptions.
     opt.reference_cycles = 9;
     CHECK_THROWS_WITH(calibrate({"rec.csv", &rec}, named, opt), Catch::Contains("rec.csv") && Catch::Contains("one unbroken stretch") &&
