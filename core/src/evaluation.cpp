@@ -241,10 +241,8 @@ nlohmann::json to_json(const RunEvaluation& run) {
 
 RunEvaluation evaluate_detector(const std::string& name, const Recording& recording, Detector& detector) {
     detector.reset();
-    std::vector<Decision> decisions;
-    decisions.reserve(recording.size());
-    std::vector<double> tau(recording.joints()), q(recording.joints());
-    for (std::size_t i = 0; i < recording.size(); ++i) decisions.push_back(detector.update(recording.sample(i, tau, q)));
+    const auto decisions = decide_as_in_operation(
+        recording, [&](const Sample& s) { return detector.update(s); }, [&] { detector.reset(); });
     return evaluate_decisions(name, recording, decisions, detector.window_length());
 }
 

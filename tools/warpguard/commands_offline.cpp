@@ -328,19 +328,19 @@ void run_evaluate(const EvaluateArgs& a) {
                                                     "it) and would compare every sample unloaded of a payload nobody declares",
                                                     path));
         }
-        std::vector<Decision> decisions;
-        decisions.reserve(rec.size());
-        std::vector<double> tau(joints), q(joints);
         // Every recording is a run of its own: a fresh detector, so that nothing one run taught
         // it (the friction drift it learned, which the daemon rightly keeps across reconnects of
         // the same robot) carries into the next (a run with friction drift +30 % before a nominal
         // one left the planar arm's nominal run with 100 false stops instead of 0).
         if (detector) detector = std::make_unique<Detector>(*profile);
         if (checker) checker->reset();
-        for (std::size_t i = 0; i < rec.size(); ++i) {
-            const Sample s = rec.sample(i, tau, q);
-            decisions.push_back(detector ? detector->update(s) : checker->update(s));
-        }
+        // As in operation: rows the robot sent while held are not judged, and it starts afresh after.
+        const std::vector<Decision> decisions = decide_as_in_operation(
+            rec, [&](const Sample& s) { return detector ? detector->update(s) : checker->update(s); },
+            [&] {
+                if (detector) detector->reset();
+                if (checker) checker->reset();
+            });
         const RunEvaluation run = evaluate_decisions(path, rec, decisions, window);
         runs.push_back(to_json(run));
         for (std::size_t r = 0; r < by_rule.size(); ++r) accumulate(by_rule[r], run.by_rule[r]);

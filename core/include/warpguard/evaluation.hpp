@@ -94,9 +94,35 @@ struct RunEvaluation {
 RunEvaluation evaluate_decisions(const std::string& name, const Recording& recording,
                                  const std::vector<Decision>& decisions, std::size_t window);
 
+// One decision per sample of `recording` as the daemon makes them in operation: `update(sample)`
+// judges a sample; a row the robot sent while it stood held (mode bit 0: stopped by a STOP or by its
+// own timeout) is not judged (CONTINUE), and at the first row after a hold `restart()` starts the
+// detector afresh, as the daemon does when the robot moves again.
+template <typename Update, typename Restart>
+std::vector<Decision> decide_as_in_operation(const Recording& recording, Update update, Restart restart) {
+    std::vector<Decision> decisions;
+    decisions.reserve(recording.size());
+    std::vector<double> tau(recording.joints()), q(recording.joints());
+    bool held = false;
+    for (std::size_t i = 0; i < recording.size(); ++i) {
+        if (recording.mode[i] & kModeHeld) {
+            held = true;
+            decisions.push_back(Decision{});
+            continue;
+        }
+        if (held) {
+            held = false;
+            restart();
+        }
+        decisions.push_back(update(recording.sample(i, tau, q)));
+    }
+    return decisions;
+}
+
 class Detector;
-// Runs `detector` over every sample of `recording` as a new stream (reset first) and evaluates its
-// decisions; the detector keeps its state afterwards (speed ratio, drift) for inspection.
+// Runs `detector` over every sample of `recording` as a new stream (reset first), as in operation
+// (decide_as_in_operation), and evaluates its decisions; the detector keeps its state afterwards
+// (speed ratio, drift) for inspection.
 RunEvaluation evaluate_detector(const std::string& name, const Recording& recording, Detector& detector);
 
 // Linear-interpolated percentile (p in [0, 100]) of unsorted values; empty input gives nullopt.
