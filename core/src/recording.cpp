@@ -122,8 +122,10 @@ UnbrokenRuns Recording::unbroken_runs() const {
             if (!follows) {
                 what = now > before + 1 ? fmt::format("sequence {} -> {}: {} samples missing", before, now, now - before - 1)
                                         : fmt::format("sequence {} -> {}: the robot's sample counter started again", before, now);
-            } else if (!(t[i] > t[i - 1])) {
-                what = fmt::format("robot clock {} s -> {} s does not advance", t[i - 1], t[i]);
+            } else if (t[i] < t[i - 1]) {
+                // (An equal time is no break: a coarse robot clock repeats — RAPID sends ClkRead as
+                // a float32, 2 ms steps after 4.5 h.)
+                what = fmt::format("robot clock {} s -> {} s goes back", t[i - 1], t[i]);
             }
             if (!what.empty()) {
                 close_run(i);

@@ -586,8 +586,10 @@ TEST_CASE("a recording interrupted by a hold or lost samples is calibrated on it
     Recording wrapped = clean.slice(0, 10);
     for (std::size_t i = 0; i < wrapped.size(); ++i) wrapped.seq[i] = i < 5 ? 0x7fffffffLL - 4 + static_cast<std::int64_t>(i) : static_cast<std::int64_t>(i) - 5;
     CHECK(wrapped.unbroken_runs().interruptions.empty());
-    wrapped.t[7] = wrapped.t[6];
-    CHECK_THAT(wrapped.unbroken_runs().interruptions.at(0).what, Catch::Contains("does not advance"));
+    wrapped.t[7] = wrapped.t[6];  // a coarse clock repeating a value: no break
+    CHECK(wrapped.unbroken_runs().interruptions.empty());
+    wrapped.t[7] = wrapped.t[6] - 1.0;
+    CHECK_THAT(wrapped.unbroken_runs().interruptions.at(0).what, Catch::Contains("goes back"));
 
     // The daemon's single recording as the reference and the nominal data (2 reference cycles).
     CalibrationOptions opt;
