@@ -106,9 +106,9 @@ UnbrokenRuns Recording::unbroken_runs() const {
     };
     std::size_t i = 0;
     while (i < size()) {
-        if (mode[i] & (kModeHeld | kModeSelfStop)) {
+        if (mode[i] & kModeHeld) {  // as the daemon tells a held robot (the self-stop bit only says why)
             const std::size_t from = i;
-            while (i < size() && (mode[i] & (kModeHeld | kModeSelfStop))) ++i;
+            while (i < size() && (mode[i] & kModeHeld)) ++i;
             close_run(from);
             const double seconds = (i < size() ? t[i] : t.back()) - t[from];
             out.interruptions.push_back({from, i, fmt::format("robot held for {} samples ({:.3f} s{})", i - from, seconds,
