@@ -49,7 +49,7 @@ struct DaemonConfig {
     Endpoint control{"127.0.0.1", 7701};
     std::string token;             // control API token (or read from token_file)
     std::string data_dir = "/var/lib/warpguard";
-    double deadline_ms = 0.0;      // 0: half the robot's own reply timeout
+    double deadline_ms = 0.0;      // 0: three quarters of the robot's own reply timeout (kDefaultDeadlineShare)
     double resume_grace_s = 0.5;   // after a resume, stops are not applied while the robot accelerates
     double idle_timeout_s = 5.0;   // a robot link without a byte for this long is closed
     std::size_t io_threads = 0;    // 0: one per core

@@ -344,7 +344,7 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
         first_sample_ = true;
         have_seq_ = false;
         in_stop_run_ = false;
-        const double deadline_ms = settings_.deadline_ms > 0 ? settings_.deadline_ms : 500.0 * h.timeout;
+        const double deadline_ms = settings_.deadline_ms > 0 ? settings_.deadline_ms : kDefaultDeadlineShare * 1e3 * h.timeout;
         deadline_ = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(deadline_ms));
         if (detector_) detector_->reset();
         a.accepted = true;

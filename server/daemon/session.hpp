@@ -105,8 +105,17 @@ struct FeedPoint {
 // Hands work to the daemon's background thread (SQLite, subscribers), in the order posted.
 using PostBackground = std::function<void(std::function<void()>)>;
 
+// The deadline when the configuration sets none, as a share of the robot's own reply timeout. A
+// decision's reply only has to reach the robot before the robot stops by itself; the rest of its
+// timeout is left for the way there and the robot's read (a cell's LAN: under 1 ms; the script's
+// read loop: one robot cycle, 2-4 ms at 250-500 Hz; a quarter of a UR's 20 ms is 5 ms). Until
+// 2026-12-04 the share was half: a decision after 10-15 ms, whose CONTINUE still reached the robot
+// in time, then answered STOP (2 of 7 README demo runs of 2026-12-03, the daemon's thread not run
+// by the virtual machine for 11-14 ms).
+inline constexpr double kDefaultDeadlineShare = 0.75;
+
 struct SessionSettings {
-    double deadline_ms = 0.0;  // 0: half the robot's reply timeout
+    double deadline_ms = 0.0;  // 0: kDefaultDeadlineShare of the robot's reply timeout
     double resume_grace_s = 0.5;
     std::string data_dir;
     // Runs slow work (SQLite, subscribers) on the daemon's background thread, in the order posted.

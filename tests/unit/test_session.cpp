@@ -25,7 +25,7 @@ struct Fixture {
     std::shared_ptr<daemon::RobotSession> session;
     protocol::SampleFrame f;
 
-    explicit Fixture(const char* mode, const Profile& profile = test::planar_profile()) {
+    explicit Fixture(const char* mode, const Profile& profile = test::planar_profile(), double deadline_ms = 1000.0) {
         static int counter = 0;
         dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-session-test-{}-{}", ::getpid(), ++counter);
         std::filesystem::create_directories(dir);
@@ -35,7 +35,7 @@ struct Fixture {
         config.joints = profile.joints;
         config.unit = profile.unit;
         config.signal = profile.signal;
-        daemon::SessionSettings settings{1000.0, 0.0, dir.string(), [this](std::function<void()> work) { queued.push_back(std::move(work)); }};
+        daemon::SessionSettings settings{deadline_ms, 0.0, dir.string(), [this](std::function<void()> work) { queued.push_back(std::move(work)); }};
         session = std::make_shared<daemon::RobotSession>(config, *store, settings, nullptr);
         session->restore(daemon::RobotState{"planar", mode, false, "", 1}, profile);
         protocol::Handshake h;
@@ -251,6 +251,27 @@ TEST_CASE("a recording whose writer falls behind loses samples, counts them and 
     CHECK_THAT(r.error, Catch::Contains(fmt::format("{} of 20000 samples were lost", r.lost)) && Catch::Contains("not committed"));
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("without a configured deadline, a decision whose reply still reaches the robot in time is no deadline miss", "[daemon]") {
+    // The handshake's timeout is the protocol's default, 20 ms (a UR's); deadline_ms 0 = the default share.
+    Fixture fx("detect", test::planar_profile(), 0.0);
+    CHECK(fx.session->status().at("deadline_ms").get<double>() == Approx(15.0));
+    for (std::size_t i = 0; i < 40; ++i) REQUIRE(fx.send(i) == protocol::Reply::Continue);  // the window fills
+    // Decided 14 ms after the sample came in (a thread not run for that long): the CONTINUE still
+    // reaches the robot 6 ms before it would stop by itself.
+    fx.f.seq = 40;
+    CHECK(fx.session->on_sample(7, fx.f, daemon::Clock::now() - std::chrono::milliseconds(14)) == protocol::Reply::Continue);
+    CHECK(fx.session->status().at("deadline_misses") == 0);
+    // Decided 16 ms after: too close to the robot's 20 ms for the reply to be trusted to arrive.
+    fx.f.seq = 41;
+    CHECK(fx.session->on_sample(7, fx.f, daemon::Clock::now() - std::chrono::milliseconds(16)) == protocol::Reply::Stop);
+    CHECK(fx.session->status().at("deadline_misses") == 1);
+    fx.session->request_flush();
+    fx.run_background();
+    const auto stops = fx.store->events("planar", 0, 10, "fault");  // a deadline miss is a fault event
+    REQUIRE(stops.size() == 1);
+    CHECK_THAT(stops[0].at("reason").get<std::string>(), Catch::Contains("sample seq 41 decided after 16") && Catch::Contains("(deadline 15.00 ms"));
 }
 
 TEST_CASE("a late decision outside DETECT is reported as a 'late' event, at most once a second, and never stops", "[daemon]") {
