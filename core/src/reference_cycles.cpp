@@ -10,6 +10,8 @@
 #include "warpguard/dynamics.hpp"
 #include "warpguard/mdtw.hpp"
 
+#include "alignment_costs.hpp"
+
 namespace warpguard {
 
 // The reference's cycles aligned pairwise by DTW over their joint angles and torques: the cost of
@@ -66,13 +68,12 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
         }
         return false;
     };
-    const auto cost = [&](std::size_t a, std::size_t b) {
-        double sum = 0;
-        for (std::size_t j = 0; j < joints; ++j) {
-            sum += std::abs(ref.q[j][a] - ref.q[j][b]) / tolerance + std::abs(ref.tau[j][a] - ref.tau[j][b]) / range[j];
-        }
-        return sum;
-    };
+    // The pairing costs of one sample of cycle a with every (stride-th) sample of cycle b, a row at
+    // a time in vector lanes (alignment_costs.cpp; the DTW asks for them row by row): per pair the
+    // same operations in the same order as the sum over joints of |dq| / tolerance + |dtau| /
+    // range, so the same bits as one pair at a time. Every detector built from a profile aligns its
+    // reference's cycles, so this is part of activating a profile and of the daemon's start.
+    std::vector<double> row_q, row_tau, row, qa(joints), tau_a(joints);  // cycle b's samples [j * width + k]; the costs
     for (std::size_t ca = 0; ca < cycles; ++ca) {
         for (std::size_t cb = ca + 1; cb < cycles; ++cb) {
             const std::size_t a0 = bounds[ca], b0 = bounds[cb];
@@ -84,8 +85,29 @@ CycleTwins align_reference_cycles(const Reference& ref, const std::vector<std::s
             const std::size_t stride = std::max<std::size_t>(
                 1, static_cast<std::size_t>(std::ceil(std::sqrt(static_cast<double>(full_a) * static_cast<double>(full_b) / kAlignPairs))));
             const std::size_t la = (full_a + stride - 1) / stride, lb = (full_b + stride - 1) / stride;
-            // DTW, both ends anchored (every cycle starts and ends where the task does).
-            const DtwResult aligned = dtw_path(la, lb, [&](std::size_t i, std::size_t k) { return cost(a0 + i * stride, b0 + k * stride); });
+            const std::size_t width = (lb + detail::kAlignmentLanes - 1) / detail::kAlignmentLanes * detail::kAlignmentLanes;
+            row_q.assign(joints * width, 0.0);
+            row_tau.assign(joints * width, 0.0);
+            row.resize(width);
+            for (std::size_t j = 0; j < joints; ++j) {
+                for (std::size_t k = 0; k < lb; ++k) {
+                    row_q[j * width + k] = ref.q[j][b0 + k * stride];
+                    row_tau[j * width + k] = ref.tau[j][b0 + k * stride];
+                }
+            }
+            // DTW, both ends anchored (every cycle starts and ends where the task does); it asks
+            // for the costs row by row, each row's from k = 0.
+            std::size_t row_of = la;
+            const DtwResult aligned = dtw_path(la, lb, [&](std::size_t i, std::size_t k) {
+                if (i != row_of) {
+                    const std::size_t a = a0 + i * stride;
+                    for (std::size_t j = 0; j < joints; ++j) qa[j] = ref.q[j][a], tau_a[j] = ref.tau[j][a];
+                    detail::alignment_cost_row(row_q.data(), row_tau.data(), width, joints, qa.data(), tau_a.data(), range.data(), tolerance,
+                                               row.data());
+                    row_of = i;
+                }
+                return row[k];
+            });
             for (const PathStep& pair : aligned.path) {
                 const std::size_t a = a0 + pair.i * stride, b = b0 + pair.j * stride;
                 double far = 0;

@@ -86,18 +86,24 @@ DtwResult dtw_path(std::size_t rows, std::size_t cols, Cost&& cost) {
     std::vector<std::uint8_t> step(rows * cols);  // into each cell: 0 diagonal, 1 vertical, 2 horizontal
     std::vector<double> prev(cols), cur(cols);
     for (std::size_t i = 0; i < rows; ++i) {
-        for (std::size_t j = 0; j < cols; ++j) {
-            const double c = cost(i, j);
-            if (i == 0 && j == 0) {
-                cur[j] = c, step[0] = 0;  // (1)
-            } else if (i == 0) {
-                cur[j] = c + cur[j - 1], step[j] = 2;  // (2)
-            } else if (j == 0) {
-                cur[j] = c + prev[j], step[i * cols] = 1;  // (3)
-            } else {
-                const BackStep b = back_step(prev[j - 1], prev[j], cur[j - 1]);  // (4), (5)
-                cur[j] = c + (b == BackStep::Diagonal ? prev[j - 1] : b == BackStep::Vertical ? prev[j] : cur[j - 1]);
-                step[i * cols + j] = static_cast<std::uint8_t>(b);
+        if (i == 0) {
+            cur[0] = cost(0, 0), step[0] = 0;  // (1)
+            for (std::size_t j = 1; j < cols; ++j) cur[j] = cost(0, j) + cur[j - 1], step[j] = 2;  // (2)
+        } else {
+            cur[0] = cost(i, 0) + prev[0], step[i * cols] = 1;  // (3)
+            double left = cur[0];
+            std::uint8_t* into = step.data() + i * cols;
+            for (std::size_t j = 1; j < cols; ++j) {  // (4), (5)
+                const double c = cost(i, j);
+                const double diagonal = prev[j - 1], vertical = prev[j];
+                // back_step without branches (the tie order is the same: diagonal, vertical, then
+                // horizontal), which the processor cannot predict on noisy costs; the least of
+                // the three is the predecessor back_step picks (equal values are the same double).
+                const bool by_diagonal = (diagonal <= vertical) & (diagonal <= left);
+                const bool by_vertical = vertical <= left;
+                into[j] = static_cast<std::uint8_t>(static_cast<unsigned>(!by_diagonal) * (1u + static_cast<unsigned>(!by_vertical)));
+                left = c + std::min(std::min(diagonal, vertical), left);
+                cur[j] = left;
             }
         }
         std::swap(prev, cur);
