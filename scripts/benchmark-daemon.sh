@@ -34,7 +34,14 @@ PY
   rm -f "$work/ready.json"
   "$build/server/warpguardd" --config "$work/config.json" --ready-file "$work/ready.json" --log-level warn 2> "$work/daemon.log" &
   echo $! > "$work/pid"
-  for _ in $(seq 100); do [ -f "$work/ready.json" ] && break; sleep 0.05; done
+  # Each robot's profile is loaded and its detector built before the daemon listens (about 0.45 s
+  # per robot here): wait for the ready file as long as the daemon lives, up to 2 minutes.
+  for _ in $(seq 2400); do
+    [ -f "$work/ready.json" ] && break
+    kill -0 "$(cat "$work/pid")" 2> /dev/null || { echo "benchmark-daemon: warpguardd exited before it was ready:" >&2; cat "$work/daemon.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  [ -f "$work/ready.json" ] || { echo "benchmark-daemon: warpguardd with $n robots was not ready after 2 minutes" >&2; exit 1; }
   port=$(python3 -c "import json;print(json.load(open('$work/ready.json'))['robot_port'])")
   "$build/tests/benchmark/warpguard-bench-daemon" --port "$port" --robots "$n" --seconds 20 --rate 500 \
     --recording "$work/nominal.csv" --out "$work/result-$n.json"
@@ -49,6 +56,13 @@ mean=sum(x['processing_us']['mean'] for x in robots)/len(robots); mx=max(x['proc
 print('| %d | %d | %.3f | %.3f | %.3f | %.3f | %d | %.3f | %.3f | %d | %.0f | %.0f |' % (r['robots'], r['samples'], r['median_ms'], r['p99_ms'], r['p999_ms'], r['max_ms'], r['over_20ms'], r['read_p99_ms'], r['read_max_ms'], r['client_late'], mean, mx))")$'\n'
 done
 
+# How many samples each row timed from their transmit stamp, and the client's longest send() before it.
+stamped=$(python3 -c "
+import json
+print(' / '.join('%d of %d' % (r['transmit_stamped'], r['samples']) for r in (json.load(open('$work/result-%d.json' % n)) for n in (1, 4, 16))))")
+stall=$(python3 -c "
+import json
+print(' / '.join('%.2f' % json.load(open('$work/result-%d.json' % n))['send_stall_max_ms'] for n in (1, 4, 16)))")
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
 # The vector units the matcher's sweeps were built for (core/CMakeLists.txt checks the build host).
 if grep -q "^WARPGUARD_HOST_HAS_AVX512:INTERNAL=1" "$build/CMakeCache.txt" 2> /dev/null; then
@@ -80,9 +94,14 @@ handshake, one ASCII sample line every 2 ms (500 Hz), wait for the 4-byte reply;
 recording of the simulated UR5e-like pick-and-place (each robot from another offset). The daemon runs
 every robot in DETECT with a profile calibrated from the simulated cell's own recordings at 500 Hz
 (default calibration: 2 reference cycles = $ref samples, window 30, 6 joints), so each sample costs
-one streaming mDTW match per joint. Latency is from just before the sample is sent to the reply's
-last byte's arrival at the robot's socket (the kernel's receive time stamp, SO_TIMESTAMPNS), over
-20 s per row: what a robot controller, which runs its timeout in real time, sees. The load client
+one streaming mDTW match per joint. Latency is from the kernel's transmit time of the sample's
+last byte (SO_TIMESTAMPING software transmit stamps) to the reply's last byte's arrival at the
+robot's socket (the kernel's receive time stamp, SO_TIMESTAMPNS), over 20 s per row: what a robot
+controller, which sends and runs its timeout in real time, sees. Until 2026-12-04 it ran from just
+before \`send()\`, and a client descheduled inside \`send()\` counted its own delay as the daemon's
+(the simulated robot's deadline measured that way made the README demo fail, docs/simulator.md).
+$stamped of the samples had their transmit stamp (the rest are timed from before \`send()\`); the
+client's longest \`send()\` before its stamp: $stall ms per row. The load client
 itself is an ordinary process sharing the two cores; the "read" columns add the time until its
 thread had woken up and read the reply, which is the client's scheduling, not the daemon's. The
 daemon's robot link threads run at SCHED_FIFO priority 20 (\`robot_thread_priority\`, docs/daemon.md).
@@ -91,7 +110,7 @@ daemon's robot link threads run at SCHED_FIFO priority 20 (\`robot_thread_priori
 |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 $rows
 "client late": periods in which the load generator itself woke up more than one period late. A UR robot waits 20 ms for a reply before it stops by
-itself; the daemon's own deadline is half of that (10 ms) and a later decision answers STOP.
+itself; the daemon's own deadline is three quarters of that (15 ms) and a later decision answers STOP.
 
 Where the time goes: "daemon decision" is the daemon's own time from a parsed sample to its
 decision (\`processing_us\` of \`warpguard ctl robots\`), averaged over the robots; nearly all of it

@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
     const Recording rec = read_recording(recording);
     std::vector<std::vector<double>> latencies(static_cast<std::size_t>(robots)), woken(static_cast<std::size_t>(robots));
     std::vector<std::size_t> stops(static_cast<std::size_t>(robots), 0), errors(static_cast<std::size_t>(robots), 0), late(static_cast<std::size_t>(robots), 0);
+    std::vector<std::size_t> stamped(static_cast<std::size_t>(robots), 0);
+    std::vector<double> send_stall(static_cast<std::size_t>(robots), 0.0);  // longest time from calling send() to the transmit stamp
     std::atomic<int> ready{0};
     const auto start = Clock::now() + std::chrono::milliseconds(500);
     std::vector<std::thread> threads;
@@ -90,6 +92,10 @@ int main(int argc, char** argv) {
                 return;
             }
             ++ready;
+            // From here on every sample's latency starts at the kernel's transmit time of its last
+            // byte (a controller sends in real time; this client can be descheduled inside send()).
+            const bool stamps = protocol::enable_send_times(fd);
+            std::uint32_t sent_bytes = 0;
             const std::size_t total = static_cast<std::size_t>(seconds * rate);
             latencies[k].reserve(total);
             woken[k].reserve(total);
@@ -113,12 +119,19 @@ int main(int argc, char** argv) {
                     f.angle[j] = rec.q[j][row];
                 }
                 const std::string line = protocol::encode_sample_ascii(f, protocol::AngleUnit::Rad);
-                const double t0 = protocol::realtime_now();
+                double t0 = protocol::realtime_now();
                 if (::send(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size()) || !read_exact(fd, reply, 4, arrival)) {
                     ++errors[k];
                     break;
                 }
-                latencies[k].push_back(arrival - t0);  // send -> the reply's arrival at this socket
+                sent_bytes += static_cast<std::uint32_t>(line.size());
+                double tx = 0;
+                if (stamps && protocol::sent_time(fd, sent_bytes - 1, tx)) {
+                    ++stamped[k];
+                    send_stall[k] = std::max(send_stall[k], tx - t0);
+                    t0 = std::max(t0, tx);
+                }
+                latencies[k].push_back(arrival - t0);  // the sample's transmission -> the reply's arrival at this socket
                 woken[k].push_back(protocol::realtime_now() - t0);  // ... -> this thread has read it
                 if (reply[3] == 1) ++stops[k];
             }
@@ -127,13 +140,16 @@ int main(int argc, char** argv) {
     }
     for (auto& t : threads) t.join();
     std::vector<double> all, all_woken;
-    std::size_t stop_count = 0, error_count = 0, late_count = 0;
+    std::size_t stop_count = 0, error_count = 0, late_count = 0, stamped_count = 0;
+    double send_stall_max = 0;
     for (int r = 0; r < robots; ++r) {
         all.insert(all.end(), latencies[static_cast<std::size_t>(r)].begin(), latencies[static_cast<std::size_t>(r)].end());
         all_woken.insert(all_woken.end(), woken[static_cast<std::size_t>(r)].begin(), woken[static_cast<std::size_t>(r)].end());
         stop_count += stops[static_cast<std::size_t>(r)];
         error_count += errors[static_cast<std::size_t>(r)];
         late_count += late[static_cast<std::size_t>(r)];
+        stamped_count += stamped[static_cast<std::size_t>(r)];
+        send_stall_max = std::max(send_stall_max, send_stall[static_cast<std::size_t>(r)]);
     }
     std::sort(all.begin(), all.end());
     std::sort(all_woken.begin(), all_woken.end());
@@ -153,13 +169,19 @@ int main(int argc, char** argv) {
                                    {"stop_replies", stop_count},
                                    {"errors", error_count},
                                    {"client_late", late_count},
+                                   // Samples timed from the kernel's transmit stamp (the others from before send()),
+                                   // and the longest this client took from calling send() to that stamp.
+                                   {"transmit_stamped", stamped_count},
+                                   {"send_stall_max_ms", send_stall_max * 1e3},
                                    // The same, to when this client's thread had read the reply (its own wake-up included).
                                    {"read_median_ms", pct_of(all_woken, 50) * 1e3},
                                    {"read_p99_ms", pct_of(all_woken, 99) * 1e3},
                                    {"read_max_ms", all_woken.empty() ? 0.0 : all_woken.back() * 1e3}};
-    std::printf("%2d robots x %.0f Hz, %zu samples: median %.3f ms, p99 %.3f ms, p99.9 %.3f ms, max %.3f ms, %lld over 20 ms, %zu errors\n",
-                robots, rate, all.size(), result["median_ms"].get<double>(), result["p99_ms"].get<double>(), result["p999_ms"].get<double>(),
-                result["max_ms"].get<double>(), static_cast<long long>(result["over_20ms"].get<std::ptrdiff_t>()), error_count);
+    std::printf("%2d robots x %.0f Hz, %zu samples (%zu timed from their transmit stamp): median %.3f ms, p99 %.3f ms, p99.9 %.3f ms, "
+                "max %.3f ms, %lld over 20 ms, %zu errors; longest send() before its transmit stamp %.3f ms\n",
+                robots, rate, all.size(), stamped_count, result["median_ms"].get<double>(), result["p99_ms"].get<double>(),
+                result["p999_ms"].get<double>(), result["max_ms"].get<double>(),
+                static_cast<long long>(result["over_20ms"].get<std::ptrdiff_t>()), error_count, send_stall_max * 1e3);
     if (!out.empty()) {
         std::FILE* f = std::fopen(out.c_str(), "w");
         if (f) {
