@@ -13,7 +13,14 @@
 #include "warpguard/detector.hpp"
 #include "warpguard/envelope.hpp"
 #include "warpguard/streaming_mdtw.hpp"
+#include "robot_server.hpp"
 #include "session.hpp"
+#include "wire_protocol.hpp"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <thread>
 #include <cstdio>
 #include <filesystem>
 #include <unistd.h>
@@ -21,6 +28,10 @@
 
 namespace {
 std::atomic<std::size_t> g_allocations{0};
+// Allocations made on threads that flagged themselves (t_watched) while g_watching is set.
+std::atomic<std::size_t> g_watched_allocations{0};
+std::atomic<bool> g_watching{false};
+thread_local bool t_watched = false;
 }
 
 // GCC cannot see that the replacement new below pairs malloc with free.
@@ -28,6 +39,7 @@ std::atomic<std::size_t> g_allocations{0};
 
 void* operator new(std::size_t size) {
     ++g_allocations;
+    if (t_watched && g_watching.load(std::memory_order_relaxed)) ++g_watched_allocations;
     if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
     throw std::bad_alloc();
 }
@@ -294,4 +306,96 @@ TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[
         if (StreamingMdtw::float_sweep_built()) CHECK(float_samples > samples / 2);
         CHECK(matcher.result(0).path.size() >= m);
     }
+}
+
+TEST_CASE("a sample's whole way through the daemon's robot link - socket read, decoding, decision, reply - does not allocate", "[daemon][realtime]") {
+    // The real link (RobotServer on loopback, its socket and timer on a strand, the session in
+    // DETECT with the phase-aware profile) against a client that sends the nominal recording's
+    // samples as the URScript task does and waits for each reply. Counted: every allocation on the
+    // link's thread from the 100th sample on. Until 2026-12-04 Asio built a heap copy of the
+    // link's strand for every read (two per sample: a type-erased executor's work tracking).
+    const Recording& rec = test::nominal_recording();
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-alloc-link-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    {
+        daemon::Store store((dir / "warpguard.sqlite").string());
+        daemon::Registry registry;
+        std::vector<std::function<void()>> posted;  // the background thread's work, run after the count
+        std::mutex posted_mutex;
+        const daemon::PostBackground post = [&](std::function<void()> work) {
+            std::lock_guard lock(posted_mutex);
+            posted.push_back(std::move(work));
+        };
+        auto session = std::make_shared<daemon::RobotSession>(SessionRig::config(test::phase_profile()), store,
+                                                              daemon::SessionSettings{1000.0, 0.0, dir.string(), post}, nullptr);
+        session->restore(daemon::RobotState{"planar", "detect", false, "", 1}, test::phase_profile());
+        REQUIRE(registry.add(session));
+        boost::asio::io_context io;
+        daemon::RobotServer server(io, daemon::Endpoint{"127.0.0.1", 0}, registry, store, 30.0, post);
+        auto guard = boost::asio::make_work_guard(io);
+        std::thread link_thread([&] {
+            t_watched = true;
+            io.run();
+        });
+
+        // Every line encoded before anything is counted.
+        protocol::Handshake h;
+        h.robot_id = "planar";
+        h.joints = rec.joints();
+        h.unit = test::phase_profile().unit;
+        h.signal = test::phase_profile().signal;
+        std::vector<std::string> lines;
+        protocol::SampleFrame f;
+        f.joints = rec.joints();
+        std::vector<double> tau(rec.joints()), q(rec.joints());
+        const std::size_t count = std::min<std::size_t>(rec.size(), 1500);
+        for (std::size_t i = 0; i < count; ++i) {
+            const Sample smp = rec.sample(i, tau, q);
+            f.seq = static_cast<std::int64_t>(i);
+            f.cycle = smp.cycle;
+            f.t = smp.t;
+            for (std::size_t j = 0; j < f.joints; ++j) f.signal[j] = smp.tau[j], f.angle[j] = smp.q[j];
+            lines.push_back(protocol::encode_sample_ascii(f, protocol::AngleUnit::Rad));
+        }
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(server.port());
+        ::inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+        REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        auto exchange = [&](const std::string& line) {  // one reply of 4 bytes (URScript's int32)
+            if (::send(fd, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) return -1;
+            unsigned char reply[4];
+            std::size_t have = 0;
+            while (have < 4) {
+                const ssize_t r = ::recv(fd, reply + have, 4 - have, 0);
+                if (r <= 0) return -1;
+                have += static_cast<std::size_t>(r);
+            }
+            return static_cast<int>(reply[3]);
+        };
+        REQUIRE(exchange(protocol::encode_handshake(h)) == 0);  // CONTINUE
+        std::size_t answered = 0, stops = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+            if (i == 100) g_watching = true;  // warm-up over: the window is full, the buffers are made
+            const int r = exchange(lines[i]);
+            answered += r >= 0;
+            stops += r == 1;
+        }
+        g_watching = false;
+        ::close(fd);
+        guard.reset();
+        server.stop();
+        io.stop();
+        link_thread.join();
+        CHECK(answered == count);
+        CHECK(stops == 0);  // nominal samples: the phase-aware detector lets them pass
+        CHECK(g_watched_allocations.load() == 0);
+        CHECK(session->status().at("samples").get<std::size_t>() == count);
+        for (auto& work : posted) work();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
 }
