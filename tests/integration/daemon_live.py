@@ -45,10 +45,16 @@ class Daemon:
             os.remove(ready)
         self.stderr = open(os.path.join(self.data_dir, "stderr.log"), "a")
         self.proc = subprocess.Popen([DAEMON, "--config", self.config, "--ready-file", ready], stderr=self.stderr)
-        for _ in range(200):
-            if os.path.exists(ready):
+        # The daemon loads every robot's profile before it listens (a detector per profile): wait
+        # as long as it lives, up to a minute.
+        for _ in range(3000):
+            if os.path.exists(ready) or self.proc.poll() is not None:
                 break
             time.sleep(0.02)
+        if not os.path.exists(ready):
+            raise RuntimeError("warpguardd %s before it was ready (see %s)"
+                               % ("exited with %s" % self.proc.returncode if self.proc.poll() is not None else "was not ready after a minute",
+                                  os.path.join(self.data_dir, "stderr.log")))
         with open(ready) as f:
             r = json.load(f)
         self.robot_port, self.control_port = r["robot_port"], r["control_port"]
