@@ -165,7 +165,9 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
 // several starting guesses (all +1, the sign of the joint velocity, of its acceleration plus a
 // Coulomb step of several sizes, and of those plus a viscous share of the velocity), the one with
 // the least residual kept. A last fit leaves out the samples within the 5 % band (their signs were
-// the start's guess) and gives every sample its sign. One sign per joint is free (the fit absorbs
+// the start's guess) and gives every sample its sign. Then the segments between the dips of |I|
+// into the 5 % band (a sign changes only through zero) are flipped one at a time, the one that
+// lowers the joint's residual most, until none does. One sign per joint is free (the fit absorbs
 // it): it is set to the orientation whose fit with viscous and Coulomb friction held >= 0 leaves
 // less unexplained, so that the speed model's fitted friction comes out positive. Then the joints
 // together: runs of equal sign are flipped where one parameter set for all joints with a factor per
