@@ -56,6 +56,23 @@ CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
     return rebuild_current_sign(model, whole);
 }
 
+// What the sign rebuild reads of cycles [first, last] of a recording (times, currents, angles), and
+// in `at` which of its samples they are.
+Recording cycles_of(const Recording& current, long first, long last, std::vector<std::size_t>& at) {
+    at.clear();
+    for (std::size_t k = 0; k < current.size(); ++k) {
+        if (current.cycle[k] >= first && current.cycle[k] <= last) at.push_back(k);
+    }
+    Recording cut;
+    cut.tau.assign(current.joints(), {});
+    cut.q.assign(current.joints(), {});
+    for (const std::size_t k : at) {
+        cut.t.push_back(current.t[k]);
+        for (std::size_t j = 0; j < current.joints(); ++j) cut.tau[j].push_back(current.tau[j][k]), cut.q[j].push_back(current.q[j][k]);
+    }
+    return cut;
+}
+
 // `robot` reporting an unsigned motor current in A (2 x rated torque / 50 A at the rated torque).
 RobotDescription reporting_amps(RobotDescription robot) {
     robot.signal = SignalKind::Current;
@@ -629,17 +646,8 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
         const auto [robot, torque, current] = record_twins(name, "pick-and-place", 7001, 7, SignalUnit::A);
         REQUIRE(current.size() == torque.size());
         std::vector<std::size_t> at;  // the samples of cycles 1-3
-        for (std::size_t k = 0; k < current.size(); ++k) {
-            if (current.cycle[k] >= 1 && current.cycle[k] <= 3) at.push_back(k);
-        }
+        const Recording cut = cycles_of(current, 1, 3, at);
         REQUIRE(at.size() > 1000);
-        Recording cut;  // what the sign rebuild reads of them: times, currents, angles
-        cut.tau.assign(robot.dof(), {});
-        cut.q.assign(robot.dof(), {});
-        for (const std::size_t k : at) {
-            cut.t.push_back(current.t[k]);
-            for (std::size_t j = 0; j < robot.dof(); ++j) cut.tau[j].push_back(current.tau[j][k]), cut.q[j].push_back(current.q[j][k]);
-        }
         const CurrentSign rebuilt = rebuild_whole(robot.kinematics, cut);
         std::size_t judged = 0;
         for (std::size_t j = 0; j < robot.dof(); ++j) {
@@ -679,17 +687,8 @@ TEST_CASE("an unsigned current's sign is rebuilt through a move whose accelerati
         record_twin_files(held_out + "/gp8-like.json", held_out + "/gp8-like-dispensing.json", 7001, 7, SignalUnit::A);
     REQUIRE(current.size() == torque.size());
     std::vector<std::size_t> at;  // the samples of cycles 1-2
-    for (std::size_t k = 0; k < current.size(); ++k) {
-        if (current.cycle[k] >= 1 && current.cycle[k] <= 2) at.push_back(k);
-    }
+    const Recording cut = cycles_of(current, 1, 2, at);
     REQUIRE(at.size() > 4000);
-    Recording cut;
-    cut.tau.assign(robot.dof(), {});
-    cut.q.assign(robot.dof(), {});
-    for (const std::size_t k : at) {
-        cut.t.push_back(current.t[k]);
-        for (std::size_t j = 0; j < robot.dof(); ++j) cut.tau[j].push_back(current.tau[j][k]), cut.q[j].push_back(current.q[j][k]);
-    }
     const CurrentSign rebuilt = rebuild_whole(robot.kinematics, cut);
     for (const std::size_t j : {std::size_t{1}, std::size_t{2}}) {  // the shoulder and the elbow, which the fit explains
         double wrong = 0, all = 0, out_of_home = 0;
