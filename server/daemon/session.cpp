@@ -868,6 +868,15 @@ void RobotSession::flush() {
             spdlog::error("robot {}: cannot store its state: {}", config_.id, e.what());
         }
     }
+    // The evidence buffer holds the window of the last event queued with evidence (each capture
+    // overwrites it): it belongs to that event, wherever it stands in the batch. Until 2026-12-04
+    // it went to the batch's last event only, so a stop or would-be stop followed before the flush
+    // by an event without evidence (a malformed line, an adaptation) was stored without it (the
+    // panel test's evidence dialog of a would-be stop then had no decision to show).
+    std::size_t with_evidence = count;
+    for (std::size_t k = 0; k < count; ++k) {
+        if (pending[k].evidence) with_evidence = k;
+    }
     for (std::size_t k = 0; k < count; ++k) {
         const Pending& p = pending[k];
         switch (p.kind) {
@@ -901,7 +910,7 @@ void RobotSession::flush() {
         e.rule = rule_key(p.decision.rule);
         e.value = p.decision.value;
         e.threshold = p.decision.threshold;
-        if (p.evidence && k + 1 == count) e.evidence = evidence_json(evidence_out_);
+        if (k == with_evidence) e.evidence = evidence_json(evidence_out_);
         event(std::move(e));
     }
     if (dropped > 0) spdlog::warn("robot {}: {} events dropped (more than {} between two flushes)", config_.id, dropped, kPending);

@@ -555,7 +555,12 @@ private slots:
             QTRY_VERIFY_WITH_TIMEOUT(dash->lastEvidence() && dash->lastEvidence()->windowTitle().contains("#" + would_id) &&
                                          dash->lastEvidence()->loaded(),
                                      5000);
-            const QString said = dash->lastEvidence()->findChild<QLabel*>("evidenceDecision")->text();
+            // A would-be stop carries its evidence (on 2026-12-04 one did not: another event queued after
+            // it in the same flush, a cycle's adaptation or a late decision, took the slot, and this
+            // line crashed on the missing label).
+            const auto* decision = dash->lastEvidence()->findChild<QLabel*>("evidenceDecision");
+            QVERIFY2(decision, "the would-be stop's evidence dialog shows no decision (the event has no evidence window)");
+            const QString said = decision->text();
             QVERIFY2(said.startsWith("In SHADOW, would have stopped the robot by"), qPrintable(said));
             // Its charts mark the sample that would have stopped, not one that stopped.
             int marked = 0;

@@ -178,6 +178,24 @@ TEST_CASE("a STOP is answered at once and its event is stored only by the backgr
     CHECK(fx.store->states().at(0).latched);  // the latch reached the database too
 }
 
+TEST_CASE("a would-be stop keeps its evidence when another event follows it before the flush", "[daemon]") {
+    Fixture fx("shadow");
+    fx.run_background();
+    const double wild = 50.0 * test::planar_profile().thresholds[0].rule1.value;
+    // Would-be stops are queued (SHADOW answers CONTINUE); a malformed line follows before the
+    // background thread flushes.
+    for (std::size_t i = 100; i < 230; ++i) REQUIRE(fx.send(i, i >= 200 ? wild : 0.0) == protocol::Reply::Continue);
+    fx.session->on_malformed(7, "test: a line that does not parse");
+    fx.session->request_flush();
+    fx.run_background();
+    const auto would = fx.store->events("planar", 0, 100, "would_stop");
+    REQUIRE(!would.empty());
+    // The last would-be stop's window is the one captured: one of them carries it. Before
+    // 2026-12-04 none did (the fault after them was the batch's last event).
+    CHECK(std::count_if(would.begin(), would.end(), [](const nlohmann::json& e) { return e.at("has_evidence").get<bool>(); }) == 1);
+    CHECK(fx.events("fault") == 1);
+}
+
 TEST_CASE("a profile with a payload model is refused for a robot configured without the payload, and the active one stays", "[daemon]") {
     Fixture fx("detect");
     fx.session->activate(5, test::planar_profile(), "test");
