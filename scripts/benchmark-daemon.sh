@@ -6,6 +6,7 @@
 #   bash scripts/benchmark-daemon.sh [BUILD_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/wait-ready.sh
 build=${1:-build}
 [ -x "$build/server/warpguardd" ] || { bash scripts/install-deps.sh; bash scripts/build.sh > /dev/null; build=build; }
 work=$(mktemp -d /tmp/warpguard-load.XXXXXX)
@@ -34,14 +35,7 @@ PY
   rm -f "$work/ready.json"
   "$build/server/warpguardd" --config "$work/config.json" --ready-file "$work/ready.json" --log-level warn 2> "$work/daemon.log" &
   echo $! > "$work/pid"
-  # Each robot's profile is loaded and its detector built before the daemon listens (about 0.45 s
-  # per robot here): wait for the ready file as long as the daemon lives, up to 2 minutes.
-  for _ in $(seq 2400); do
-    [ -f "$work/ready.json" ] && break
-    kill -0 "$(cat "$work/pid")" 2> /dev/null || { echo "benchmark-daemon: warpguardd exited before it was ready:" >&2; cat "$work/daemon.log" >&2; exit 1; }
-    sleep 0.05
-  done
-  [ -f "$work/ready.json" ] || { echo "benchmark-daemon: warpguardd with $n robots was not ready after 2 minutes" >&2; exit 1; }
+  wait_ready "$work/ready.json" "$(cat "$work/pid")" "$work/daemon.log" 120 "benchmark-daemon ($n robots)"
   port=$(python3 -c "import json;print(json.load(open('$work/ready.json'))['robot_port'])")
   "$build/tests/benchmark/warpguard-bench-daemon" --port "$port" --robots "$n" --seconds 20 --rate 500 \
     --recording "$work/nominal.csv" --out "$work/result-$n.json"

@@ -10,6 +10,7 @@
 # peak contact force with WarpGuard and in the same run without it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/wait-ready.sh
 bash scripts/install-deps.sh
 bash scripts/build.sh > /dev/null
 out=${WARPGUARD_DEMO_DIR:-$PWD/build/demo}
@@ -31,12 +32,7 @@ daemon_pid=$!
 sim_pid=""
 cleanup() { [ -n "$sim_pid" ] && kill "$sim_pid" 2>/dev/null; kill "$daemon_pid" 2>/dev/null || true; }
 trap cleanup EXIT
-for _ in $(seq 1200); do  # up to a minute, as long as the daemon lives
-  [ -f "$out/ready.json" ] && break
-  kill -0 "$daemon_pid" 2> /dev/null || { echo "demo: warpguardd exited before it was ready:" >&2; cat "$out/daemon-console.log" >&2; exit 1; }
-  sleep 0.05
-done
-[ -f "$out/ready.json" ] || { echo "demo: warpguardd was not ready after a minute ($out/daemon-console.log)" >&2; exit 1; }
+wait_ready "$out/ready.json" "$daemon_pid" "$out/daemon-console.log" 60 demo
 port() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$out/ready.json"; }
 robot_port=$(port robot_port); control_port=$(port control_port)
 ctl() { build/tools/warpguard ctl --port "$control_port" "$@"; }

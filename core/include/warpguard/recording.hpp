@@ -67,8 +67,9 @@ inline constexpr std::uint32_t kModeHeld = 1;      // the robot stands, stopped 
 inline constexpr std::uint32_t kModeSelfStop = 2;  // ... and the hold began because no reply came in time
 
 // Where a recording stops being one unbroken run of the robot's task: samples sent while the robot
-// stood held (mode bit 0; bit 1 says the hold was the robot's own timeout), or a break between two samples — sequence numbers that do not follow
-// on (samples lost, a restarted counter) or a robot clock that goes back.
+// stood held (mode bit 0; bit 1 says the hold was the robot's own timeout), or a break between two
+// samples — sequence numbers that do not follow on (samples lost, a restarted counter) or a robot
+// clock that goes back.
 struct Interruption {
     std::size_t begin = 0;  // first row affected: the first held row, or the row after the break
     std::size_t end = 0;    // one past the last held row; == begin for a break between rows
