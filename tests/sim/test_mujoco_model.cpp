@@ -17,7 +17,9 @@ using namespace warpguard;
 
 namespace {
 
-const char* const kRobots[] = {"ur5e-like", "irb120-like", "vp6242-like"};
+// The suite's three arms, and the held-out 4-axis SCARA: its third joint is prismatic (a quill), so
+// the physics of a sliding joint (a force, not a torque) is checked as well.
+const char* const kRobots[] = {"ur5e-like", "irb120-like", "vp6242-like", "../held-out/hs045-like"};
 
 RobotDescription robot(const std::string& name) {
     return load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
@@ -42,10 +44,13 @@ TEST_CASE("MuJoCo's link positions agree with the DH forward kinematics to 1e-9 
             }
             mj_kinematics(sim.model(), sim.data());
             r.kinematics.forward(q, frames);
-            // Body i (1-based) sits at DH frame i-1; the tool site is the DH tool pose.
+            // Body i (1-based) sits at DH frame i-1, moved by its own joint: a hinge turns it about
+            // its origin, a slide carries the origin q_i along z_{i-1}. The tool site is the DH tool pose.
             for (std::size_t i = 0; i < n; ++i) {
                 const mjtNum* p = sim.data()->xpos + 3 * sim.link_body(static_cast<int>(i));
-                const Eigen::Vector3d diff = Eigen::Vector3d(p[0], p[1], p[2]) - frames[i].translation();
+                const bool slide = r.kinematics.joints()[i].type == JointType::Prismatic;
+                const Eigen::Vector3d expected = frames[i].translation() + (slide ? q[i] : 0.0) * frames[i].linear().col(2);
+                const Eigen::Vector3d diff = Eigen::Vector3d(p[0], p[1], p[2]) - expected;
                 worst_position = std::max(worst_position, diff.norm());
             }
             const mjtNum* tp = sim.data()->site_xpos + 3 * sim.tool_site();
@@ -108,19 +113,21 @@ TEST_CASE("a static 10 N force at the tool changes the commanded joint torques b
         }
         const std::vector<double> after = settle(3.0);
 
-        // J^T F from the DH model: column i = z_{i-1} x (p - o_{i-1}).
+        // J^T F from the DH model: column i = z_{i-1} x (p - o_{i-1}) for a revolute joint, z_{i-1}
+        // for a prismatic one (its motor holds a force along its axis).
         std::vector<Eigen::Isometry3d> frames(n + 2);
         r.kinematics.forward(q0, frames);
         const Eigen::Vector3d p = frames[n + 1].translation();
         Eigen::VectorXd jtf(n), change(n);
         for (std::size_t i = 0; i < n; ++i) {
             const Eigen::Vector3d z = frames[i].linear().col(2);
-            jtf[i] = z.cross(p - frames[i].translation()).dot(force);
+            const bool slide = r.kinematics.joints()[i].type == JointType::Prismatic;
+            jtf[i] = (slide ? z : Eigen::Vector3d(z.cross(p - frames[i].translation()))).dot(force);
             change[i] = after[i] - before[i];
         }
         // The motors must hold against the external torque: their command changes by -J^T F.
         const double error = (change + jtf).norm() / jtf.norm();
-        INFO(name << ": |J^T F| = " << jtf.norm() << " Nm, relative error " << error << "\nJ^T F = " << jtf.transpose()
+        INFO(name << ": |J^T F| = " << jtf.norm() << " (Nm or N), relative error " << error << "\nJ^T F = " << jtf.transpose()
                   << "\nchange = " << change.transpose());
         CHECK(jtf.norm() > 1.0);
         CHECK(error < 0.02);
