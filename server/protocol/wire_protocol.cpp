@@ -91,12 +91,48 @@ void put_be32(std::string& out, std::uint32_t v) {
 
 std::string to_string(Vendor v) { return v == Vendor::UR ? "ur" : v == Vendor::ABB ? "abb" : "denso"; }
 
+double PositionUnits::to_si(std::size_t joint) const {
+    if (angles == AngleUnit::Rad) return 1.0;
+    return is_linear(joint) ? 1e-3 : kDegToRad;
+}
+
+std::string linear_joints_text(std::uint32_t linear) {
+    std::string out;
+    for (std::size_t j = 0; j < 32; ++j) {
+        if ((linear >> j) & 1U) out += (out.empty() ? "" : ",") + std::to_string(j + 1);
+    }
+    return out;
+}
+
+namespace {
+
+// `linear=J[,J…]` of a handshake with `joints` joints: distinct joints 1..joints.
+std::uint32_t parse_linear_option(std::string_view option, std::size_t joints) {
+    const std::string_view list = option.substr(std::string_view("linear=").size());
+    const std::string expected = fmt::format("linear=J[,J...] with distinct joints from 1 to {}", joints);
+    std::uint32_t mask = 0;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= list.size(); ++i) {
+        if (i < list.size() && list[i] != ',') continue;
+        std::size_t joint = 0;
+        if (!number(list.substr(start, i - start), joint) || joint < 1 || joint > joints || ((mask >> (joint - 1)) & 1U)) {
+            refuse("option", option, expected.c_str());
+        }
+        mask |= 1U << (joint - 1);
+        start = i + 1;
+    }
+    return mask;
+}
+
+}  // namespace
+
 Handshake parse_handshake(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const auto f = split(line);
-    if (f.size() != 10 && f.size() != 11) {
+    if (f.size() < 10 || f.size() > 12) {
         throw ProtocolError("handshake has " + std::to_string(f.size()) +
-                            " fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing[;payload]");
+                            " fields; expected 10 to 12: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing"
+                            "[;payload][;linear=J,...]");
     }
     if (f[0] != "WG1") refuse("version", f[0], "WG1");
     Handshake h;
@@ -131,9 +167,18 @@ Handshake parse_handshake(std::string_view line) {
     h.timeout = timeout / 1000.0;
     h.framing = one_of<Framing>("framing", f[9], {{"ascii", Framing::Ascii}, {"binary", Framing::Binary}, {"ident", Framing::Ident}},
                                 "ascii, binary or ident");
-    if (f.size() == 11) {
-        if (f[10] != "payload") refuse("options", f[10], "payload (every sample ends with the declared payload in kg) or nothing");
-        h.payload = true;
+    bool linear_given = false;
+    for (std::size_t k = 10; k < f.size(); ++k) {
+        if (f[k] == "payload" && !h.payload) {
+            h.payload = true;
+        } else if (f[k].substr(0, 7) == "linear=" && !linear_given) {
+            h.linear = parse_linear_option(f[k], h.joints);
+            linear_given = true;
+        } else {
+            refuse("option", f[k],
+                   "payload (every sample ends with the declared payload in kg) or linear=J[,J...] (joints whose positions are "
+                   "mm with deg, m with rad), each at most once");
+        }
     }
     return h;
 }
@@ -142,12 +187,14 @@ std::string encode_handshake(const Handshake& h) {
     return "WG1;" + h.robot_id + ";" + to_string(h.vendor) + ";" + to_string(h.signal) + ";" + to_string(h.unit) + ";" +
            std::to_string(h.joints) + ";" + (h.angles == AngleUnit::Rad ? "rad" : "deg") + ";" +
            std::to_string(std::lround(h.period * 1000.0)) + ";" + std::to_string(std::lround(h.timeout * 1000.0)) + ";" +
-           (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + (h.payload ? ";payload" : "") + "\n";
+           (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + (h.payload ? ";payload" : "") +
+           (h.linear != 0 ? ";linear=" + linear_joints_text(h.linear) : "") + "\n";
 }
 
 SampleDecoder::SampleDecoder(const Handshake& h)
-    : joints_(h.joints), payload_(h.payload), framing_(h.framing), angle_scale_(h.angles == AngleUnit::Deg ? kDegToRad : 1.0) {
+    : joints_(h.joints), payload_(h.payload), framing_(h.framing) {
     if (joints_ < 1 || joints_ > kMaxJoints) throw ProtocolError("a sample decoder needs 1 to 16 joints");
+    for (std::size_t j = 0; j < joints_; ++j) position_scale_[j] = h.positions().to_si(j);
 }
 
 DecodeResult SampleDecoder::next(std::span<const char> buffer, SampleFrame& out) const {
@@ -204,7 +251,7 @@ DecodeResult SampleDecoder::next_ascii(std::span<const char> buffer, SampleFrame
         if (j < joints_) {
             out.signal[j] = v;
         } else {
-            out.angle[j - joints_] = v * angle_scale_;
+            out.angle[j - joints_] = v * position_scale_[j - joints_];
         }
     }
     out.payload = std::numeric_limits<double>::quiet_NaN();
@@ -251,7 +298,7 @@ DecodeResult SampleDecoder::next_binary(std::span<const char> buffer, SampleFram
     out.joints = joints_;
     for (std::size_t j = 0; j < joints_; ++j) {
         out.signal[j] = f32(p + 20 + 4 * j);
-        out.angle[j] = f32(p + 20 + 4 * (joints_ + j)) * angle_scale_;
+        out.angle[j] = f32(p + 20 + 4 * (joints_ + j)) * position_scale_[j];
     }
     for (std::size_t j = 0; j < joints_; ++j) {
         if (!std::isfinite(out.signal[j]) || !std::isfinite(out.angle[j]) || !std::isfinite(out.t)) {
@@ -285,7 +332,7 @@ std::size_t encode_reply(Vendor vendor, Reply reply, std::span<char, 4> out) {
     return 4;
 }
 
-std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles) {
+std::string encode_sample_ascii(const SampleFrame& s, PositionUnits units) {
     char buf[64];
     std::string line;
     std::snprintf(buf, sizeof buf, "%lld;%lld;%u;%.6f", static_cast<long long>(s.seq), static_cast<long long>(s.cycle), s.mode, s.t);
@@ -295,7 +342,7 @@ std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles) {
         line += buf;
     }
     for (std::size_t j = 0; j < s.joints; ++j) {
-        std::snprintf(buf, sizeof buf, ";%.9g", angles == AngleUnit::Deg ? s.angle[j] / kDegToRad : s.angle[j]);
+        std::snprintf(buf, sizeof buf, ";%.9g", s.angle[j] / units.to_si(j));
         line += buf;
     }
     if (std::isfinite(s.payload)) {
@@ -319,7 +366,7 @@ std::string encode_sample_binary(const SampleFrame& s) {
     return out;
 }
 
-IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit angles) {
+IdentLine parse_ident_line(std::string_view line, std::size_t joints, PositionUnits units) {
     std::vector<std::string_view> f;
     std::size_t start = 0;
     for (std::size_t i = 0; i <= line.size(); ++i) {
@@ -349,8 +396,7 @@ IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit 
         if (!number(f[1], joint) || joint < 1 || joint > joints) bad("joint", f[1], fmt::format("1 to {}", joints).c_str());
         out.kind = IdentLine::Kind::Angles;
         out.joint = joint;
-        const double scale = angles == AngleUnit::Deg ? kDegToRad : 1.0;
-        for (std::size_t j = 0; j < joints; ++j) out.q[j] = real(fmt::format("q{}", j + 1), f[j + 2]) * scale;
+        for (std::size_t j = 0; j < joints; ++j) out.q[j] = real(fmt::format("q{}", j + 1), f[j + 2]) * units.to_si(j);
     } else if (f[0] == "IP") {
         if (f.size() != 4) bad("the field count", std::to_string(f.size()), "4: IP;x;y;z");
         out.kind = IdentLine::Kind::Point;
@@ -361,9 +407,9 @@ IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit 
     return out;
 }
 
-std::string encode_ident_angles(std::size_t joint, std::span<const double> q_rad, AngleUnit angles) {
+std::string encode_ident_angles(std::size_t joint, std::span<const double> q_si, PositionUnits units) {
     std::string out = fmt::format("IQ;{}", joint);
-    for (double q : q_rad) out += fmt::format(";{:.6f}", angles == AngleUnit::Deg ? q / kDegToRad : q);
+    for (std::size_t j = 0; j < q_si.size(); ++j) out += fmt::format(";{:.6f}", q_si[j] / units.to_si(j));
     return out + "\n";
 }
 

@@ -25,6 +25,20 @@ enum class Framing { Ascii, Binary, Ident };
 enum class AngleUnit { Rad, Deg };
 enum class Reply { Continue, Stop };
 
+// How a robot sends its joint positions (PROTOCOL.md §1): a revolute joint's angle in `angles`; a
+// linear joint (bit j of `linear` is joint j + 1: a SCARA's quill, a track) in mm with `deg` and in
+// m with `rad`, as controllers that report degrees report linear axes in millimetres.
+struct PositionUnits {
+    AngleUnit angles = AngleUnit::Rad;
+    std::uint32_t linear = 0;
+    PositionUnits(AngleUnit a = AngleUnit::Rad, std::uint32_t l = 0) : angles(a), linear(l) {}  // NOLINT: AngleUnit converts
+    bool is_linear(std::size_t joint) const { return joint < 32 && ((linear >> joint) & 1U) != 0; }
+    // The factor that takes joint `joint`'s (0-based) value as sent to rad or m.
+    double to_si(std::size_t joint) const;
+};
+// "3" or "3,7": the 1-based joints of a mask, as the handshake option `linear=` lists them.
+std::string linear_joints_text(std::uint32_t linear);
+
 std::string to_string(Vendor v);
 
 struct Handshake {
@@ -37,9 +51,13 @@ struct Handshake {
     double period = 0.002;   // s
     double timeout = 0.020;  // s, the robot's own reply timeout
     Framing framing = Framing::Ascii;
-    // Optional 11th field `payload`: every sample ends with the payload the robot program has
-    // declared, kg (PROTOCOL.md §2).
+    // Option `payload`: every sample ends with the payload the robot program has declared, kg
+    // (PROTOCOL.md §2).
     bool payload = false;
+    // Option `linear=J[,J…]`: these joints (bit j is joint j + 1) are linear, their positions in mm
+    // (deg) or m (rad).
+    std::uint32_t linear = 0;
+    PositionUnits positions() const { return {angles, linear}; }
 };
 
 class ProtocolError : public std::runtime_error {
@@ -51,7 +69,7 @@ public:
 Handshake parse_handshake(std::string_view line);
 std::string encode_handshake(const Handshake& h);  // with the trailing '\n'
 
-// A decoded sample; values in SI (angles in rad).
+// A decoded sample; values in SI (angles in rad, linear joints in m).
 struct SampleFrame {
     std::int64_t seq = 0;
     std::int64_t cycle = 0;
@@ -92,29 +110,29 @@ private:
     std::size_t joints_;
     bool payload_;
     Framing framing_;
-    double angle_scale_;
+    std::array<double, kMaxJoints> position_scale_{};  // rad or m per unit sent, per joint
 };
 
 // The reply bytes for the vendor's script; returns how many bytes of `out` were written.
 std::size_t encode_reply(Vendor vendor, Reply reply, std::span<char, 4> out);
 
 // Encodes a sample the way the robot's task does (used by the simulated robot and the tests).
-std::string encode_sample_ascii(const SampleFrame& s, AngleUnit angles);
+std::string encode_sample_ascii(const SampleFrame& s, PositionUnits units);
 std::string encode_sample_binary(const SampleFrame& s);  // float32 fields, as RAPID sends them
 
 // Identification procedure lines (PROTOCOL.md §5), each answered with one reply:
-//   IQ;joint;q1;...;qN   the moving joint (1-based) and every joint's value (handshake angle unit)
+//   IQ;joint;q1;...;qN   the moving joint (1-based) and every joint's value (the handshake's units)
 //   IP;x;y;z             the tracked point in the base frame, m (follows its IQ line)
 //   IE                   the procedure is complete
 struct IdentLine {
     enum class Kind { Angles, Point, End } kind = Kind::End;
     std::size_t joint = 0;
-    std::array<double, kMaxJoints> q{};  // rad
+    std::array<double, kMaxJoints> q{};  // rad (m for a linear joint)
     std::array<double, 3> p{};
 };
 // One line without its line end; throws ProtocolError naming the field and value.
-IdentLine parse_ident_line(std::string_view line, std::size_t joints, AngleUnit angles);
-std::string encode_ident_angles(std::size_t joint, std::span<const double> q_rad, AngleUnit angles);
+IdentLine parse_ident_line(std::string_view line, std::size_t joints, PositionUnits units);
+std::string encode_ident_angles(std::size_t joint, std::span<const double> q_si, PositionUnits units);
 std::string encode_ident_point(double x, double y, double z);
 
 }  // namespace warpguard::protocol

@@ -27,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         try {
             const Handshake h = parse_handshake(bytes);
             require(h.joints >= 1 && h.joints <= kMaxJoints);
-            require(parse_handshake(std::string_view(encode_handshake(h)).substr(0, encode_handshake(h).size() - 1)).joints == h.joints);
+            const Handshake back = parse_handshake(std::string_view(encode_handshake(h)).substr(0, encode_handshake(h).size() - 1));
+            require(back.joints == h.joints && back.linear == h.linear && back.payload == h.payload);
+            require(h.joints >= 32 || (h.linear >> h.joints) == 0);  // only the robot's own joints are linear
         } catch (const ProtocolError&) {
         }
         return 0;
@@ -50,6 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     h.joints = 1 + (mode / 3) % kMaxJoints;
     h.framing = mode % 3 == 1 ? Framing::Ascii : Framing::Binary;
     h.angles = (mode & 0x80) ? AngleUnit::Deg : AngleUnit::Rad;
+    h.linear = (mode & 0x40) ? 1U : 0U;  // joint 1 linear: mm with degrees
     const SampleDecoder decoder(h);
     SampleFrame frame;
     std::size_t at = 0;

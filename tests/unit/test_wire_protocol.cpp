@@ -60,10 +60,63 @@ TEST_CASE("a bad handshake names the field, the value and what was expected", "[
     CHECK(error_of("WG1;a;ur;torque;Nm;6;grad;2;20;ascii") == "handshake field angles is 'grad'; expected rad or deg");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;0;20;ascii") == "handshake field period is '0'; expected milliseconds from 1 to 1000");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii, binary or ident");
-    CHECK(error_of("hello") ==
-          "handshake has 1 fields; expected 10: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing[;payload]");
-    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;mass") ==
-          "handshake field options is 'mass'; expected payload (every sample ends with the declared payload in kg) or nothing");
+    CHECK(error_of("hello") == "handshake has 1 fields; expected 10 to 12: WG1;id;vendor;signal;unit;joints;angles;period_ms;"
+                               "timeout_ms;framing[;payload][;linear=J,...]");
+    const std::string options = "; expected payload (every sample ends with the declared payload in kg) or linear=J[,J...] (joints "
+                                "whose positions are mm with deg, m with rad), each at most once";
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;mass") == "handshake field option is 'mass'" + options);
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;payload;payload") == "handshake field option is 'payload'" + options);
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;linear=3;linear=3") == "handshake field option is 'linear=3'" + options);
+}
+
+TEST_CASE("with the handshake option 'linear' those joints' positions are mm with degrees, m with radians", "[protocol]") {
+    // A Denso SCARA: its controller reports joint 3, the quill, in mm where the others are in degrees.
+    const Handshake h = parse_handshake("WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii;linear=3");
+    CHECK(h.linear == 0b100);
+    CHECK_FALSE(h.payload);
+    CHECK(encode_handshake(h) == "WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii;linear=3\n");
+    const Handshake both = parse_handshake("WG1;t;abb;torque;Nm;6;deg;4;150;binary;linear=6,2;payload");
+    CHECK(both.linear == 0b100010);
+    CHECK(both.payload);
+    CHECK(encode_handshake(both) == "WG1;t;abb;torque;Nm;6;deg;4;150;binary;payload;linear=2,6\n");
+    const std::string expected = "; expected linear=J[,J...] with distinct joints from 1 to 4";
+    CHECK(error_of("WG1;s;denso;torque;percent;4;deg;8;150;ascii;linear=5") == "handshake field option is 'linear=5'" + expected);
+    CHECK(error_of("WG1;s;denso;torque;percent;4;deg;8;150;ascii;linear=0") == "handshake field option is 'linear=0'" + expected);
+    CHECK(error_of("WG1;s;denso;torque;percent;4;deg;8;150;ascii;linear=3,3") == "handshake field option is 'linear=3,3'" + expected);
+    CHECK(error_of("WG1;s;denso;torque;percent;4;deg;8;150;ascii;linear=") == "handshake field option is 'linear='" + expected);
+    CHECK(error_of("WG1;s;denso;torque;percent;4;deg;8;150;ascii;linear=3,") == "handshake field option is 'linear=3,'" + expected);
+
+    // Samples: the quill's 75.5 mm is 0.0755 m, the angles in rad as before.
+    const SampleDecoder ascii(h);
+    SampleFrame f;
+    REQUIRE(ascii.next(std::string("5;2;0;1.25;10;-20;-8.6;0.5;90;45;75.5;-180\n"), f).status == Status::Ok);
+    CHECK(f.angle[0] == Approx(M_PI / 2));
+    CHECK(f.angle[1] == Approx(M_PI / 4));
+    CHECK(f.angle[2] == Approx(0.0755).epsilon(1e-15));
+    CHECK(f.angle[3] == Approx(-M_PI));
+    CHECK(encode_sample_ascii(f, h.positions()) == "5;2;0;1.250000;10;-20;-8.6;0.5;90;45;75.5;-180\n");
+    // With radians a linear joint is in m: nothing is scaled.
+    Handshake si = h;
+    si.angles = AngleUnit::Rad;
+    REQUIRE(SampleDecoder(si).next(std::string("5;2;0;1.25;10;-20;-8.6;0.5;1.5;0.7;0.0755;-3\n"), f).status == Status::Ok);
+    CHECK(f.angle[2] == 0.0755);
+    CHECK(f.angle[1] == 0.7);
+    // Binary frames (RAPID: an IRB 910SC-like SCARA) the same.
+    Handshake b = h;
+    b.framing = Framing::Binary;
+    SampleFrame g;
+    g.seq = 9, g.cycle = 1, g.t = 0.5, g.joints = 4, g.signal = {1, 2, 3, 4}, g.angle = {90.0f, -45.0f, 120.0f, 10.0f};
+    REQUIRE(SampleDecoder(b).next(encode_sample_binary(g), f).status == Status::Ok);
+    CHECK(f.angle[2] == Approx(0.120).epsilon(1e-7));
+    CHECK(f.angle[0] == Approx(M_PI / 2).epsilon(1e-7));
+    // Identification lines: the quill's millimetres in m.
+    const IdentLine q = parse_ident_line("IQ;3;10;20;42.5;30", 4, h.positions());
+    CHECK(q.q[2] == Approx(0.0425).epsilon(1e-15));
+    CHECK(q.q[0] == Approx(10 * M_PI / 180).epsilon(1e-15));
+    const double back[4] = {M_PI / 2, 0.0, 0.0425, -M_PI};
+    CHECK(encode_ident_angles(3, back, h.positions()) == "IQ;3;90.000000;0.000000;42.500000;-180.000000\n");
+    CHECK(linear_joints_text(0) == "");
+    CHECK(linear_joints_text(0b1000101) == "1,3,7");
 }
 
 TEST_CASE("with the handshake option 'payload' every sample ends with the declared payload", "[protocol]") {
