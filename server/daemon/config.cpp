@@ -75,6 +75,15 @@ T get(const nlohmann::json& j, const char* key, const std::string& where, T fall
     }
 }
 
+// The 1-based joints of a linear mask, as the configuration lists them.
+std::vector<std::size_t> linear_list(std::uint32_t linear) {
+    std::vector<std::size_t> out;
+    for (std::size_t j = 0; j < protocol::kMaxJoints; ++j) {
+        if ((linear >> j) & 1U) out.push_back(j + 1);
+    }
+    return out;
+}
+
 }  // namespace
 
 nlohmann::json to_json(const RobotConfig& r) {
@@ -87,7 +96,8 @@ nlohmann::json to_json(const RobotConfig& r) {
             {"profile", r.profile},
             {"mode", to_string(r.mode)},
             {"robot_starts_recording", r.robot_starts_recording},
-            {"payload", r.payload}};
+            {"payload", r.payload},
+            {"linear", linear_list(r.linear)}};
 }
 
 RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& where) {
@@ -113,6 +123,12 @@ RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& w
         if (r.mode == Mode::Record) throw std::invalid_argument("mode 'record' cannot be a start mode; use idle, shadow or detect");
         r.robot_starts_recording = get<bool>(j, "robot_starts_recording", at, false);
         r.payload = get<bool>(j, "payload", at, false);
+        for (const std::size_t joint : get<std::vector<std::size_t>>(j, "linear", at, {})) {
+            if (joint < 1 || joint > r.joints || ((r.linear >> (joint - 1)) & 1U)) {
+                throw std::invalid_argument(fmt::format("linear joint {} is not one of joints 1-{} (or is listed twice)", joint, r.joints));
+            }
+            r.linear |= 1U << (joint - 1);
+        }
     } catch (const std::invalid_argument& e) {
         const std::string what = e.what();
         if (what.rfind(at, 0) == 0) throw;

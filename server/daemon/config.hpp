@@ -39,6 +39,9 @@ struct RobotConfig {
     // The robot's task sends the payload its program declares with every sample (handshake option
     // `payload`, PROTOCOL.md §2); recordings then carry it and the default detector expects it.
     bool payload = false;
+    // Joints that are linear (bit j is joint j + 1; a SCARA's quill): the handshake must declare
+    // them (option `linear`, PROTOCOL.md §1) and the kinematic identification takes them as prismatic.
+    std::uint32_t linear = 0;
 };
 nlohmann::json to_json(const RobotConfig& robot);
 // Throws std::invalid_argument naming `where`, the key and the value.

@@ -410,6 +410,7 @@ json handle_command(DaemonContext& c, const json& request) {
             o.joints = s->config().joints;
             o.signal = s->config().signal;
             o.unit = s->config().unit;
+            o.linear = s->config().linear;
         }
         const std::string vendor = arg<std::string>(request, "vendor", s ? protocol::to_string(s->config().vendor) : "ur");
         std::vector<scripts::ScriptFile> files;
@@ -417,6 +418,7 @@ json handle_command(DaemonContext& c, const json& request) {
             scripts::IdentifyScriptOptions id;
             id.points = arg<std::size_t>(request, "points", id.points);
             id.span_deg = arg<double>(request, "span_deg", id.span_deg);
+            id.span_mm = arg<double>(request, "span_mm", id.span_mm);
             const auto tp = arg<std::vector<double>>(request, "tracked_point", {id.tracked[0], id.tracked[1], id.tracked[2]});
             if (tp.size() != 3) throw CommandError(fmt::format("'tracked_point' has {} values; expected [x, y, z] in m", tp.size()));
             for (std::size_t k = 0; k < 3; ++k) id.tracked[k] = tp[k];

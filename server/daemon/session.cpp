@@ -151,6 +151,13 @@ nlohmann::json RobotSession::identification_status() {
     return out;
 }
 
+std::string RobotSession::linear_mismatch(std::uint32_t declared) const {
+    const auto joints = [](std::uint32_t mask) { return mask == 0 ? std::string("none") : protocol::linear_joints_text(mask); };
+    return fmt::format("its handshake declares linear joints {} but the robot is configured with {} (\"linear\": [...] in its "
+                       "configuration, handshake option 'linear=')",
+                       joints(declared), joints(config_.linear));
+}
+
 RobotSession::Attach RobotSession::attach_identification(std::uint64_t link, const protocol::Handshake& h, const std::string& remote) {
     Attach a;
     auto lk = lock();
@@ -160,6 +167,8 @@ RobotSession::Attach RobotSession::attach_identification(std::uint64_t link, con
     } else if (h.vendor != config_.vendor || h.joints != config_.joints) {
         a.reason = fmt::format("robot '{}': identification link refused: {} with {} joints, configured {} with {}", config_.id,
                                protocol::to_string(h.vendor), h.joints, protocol::to_string(config_.vendor), config_.joints);
+    } else if (h.linear != config_.linear) {
+        a.reason = fmt::format("robot '{}': identification link refused: {}", config_.id, linear_mismatch(h.linear));
     } else if (ident_link_ != 0) {
         a.reason = fmt::format("robot '{}': a second identification link from {} refused (one is running)", config_.id, remote);
     }
@@ -183,7 +192,7 @@ protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view
     if (link != ident_link_) return protocol::Reply::Stop;
     protocol::IdentLine msg;
     try {
-        msg = protocol::parse_ident_line(line, config_.joints, ident_handshake_.angles);
+        msg = protocol::parse_ident_line(line, config_.joints, ident_handshake_.positions());
     } catch (const protocol::ProtocolError& e) {
         ident_state_ = "failed";
         ident_result_ = {{"error", e.what()}};
@@ -218,6 +227,9 @@ protocol::Reply RobotSession::on_ident_line(std::uint64_t link, std::string_view
     std::vector<TrackedPointSample> points = ident_points_;
     DhIdentifyOptions options;
     options.flange_offset = ident_flange_offset_;
+    for (std::size_t j = 0; j < config_.joints; ++j) {
+        if ((config_.linear >> j) & 1U) options.prismatic.push_back(j + 1);  // configured linear: prismatic
+    }
     if (ident_worker_.joinable()) ident_worker_.join();
     ident_worker_ = std::thread([this, points = std::move(points), options] {
         lower_thread_priority();
@@ -324,6 +336,8 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
     } else if (h.payload != config_.payload) {
         mismatch = h.payload ? "its samples declare the payload but the robot is configured without (\"payload\": true in its configuration)"
                              : "its samples do not declare the payload but the robot is configured with it (handshake option 'payload')";
+    } else if (h.linear != config_.linear) {
+        mismatch = linear_mismatch(h.linear);
     } else if (config_.address != "any") {
         const std::string host = remote.substr(0, remote.rfind(':'));
         if (host != config_.address) mismatch = fmt::format("it connected from {} but may only connect from {}", host, config_.address);
@@ -350,10 +364,11 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
         a.accepted = true;
         a.reply = latched_ ? protocol::Reply::Stop : protocol::Reply::Continue;
     }
-    post_event("connect", fmt::format("connected from {} ({}, {} joints, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
-                           protocol::to_string(h.vendor), h.joints, to_string(h.signal), to_string(h.unit), h.period * 1e3,
-                           h.timeout * 1e3, h.framing == protocol::Framing::Ascii ? "ascii" : "binary",
-                           previous ? "; it replaces the previous connection" : ""));
+    post_event("connect", fmt::format("connected from {} ({}, {} joints{}, {} in {}, period {} ms, robot timeout {} ms, {} framing){}", remote,
+                           protocol::to_string(h.vendor), h.joints,
+                           h.linear != 0 ? fmt::format(" ({} linear)", protocol::linear_joints_text(h.linear)) : "",
+                           to_string(h.signal), to_string(h.unit), h.period * 1e3, h.timeout * 1e3,
+                           h.framing == protocol::Framing::Ascii ? "ascii" : "binary", previous ? "; it replaces the previous connection" : ""));
     return a;
 }
 

@@ -179,6 +179,8 @@ public:
     void restore(const RobotState& state, std::optional<Profile> profile);
 
 private:
+    // Why a handshake declaring these linear joints does not match the configuration.
+    std::string linear_mismatch(std::uint32_t declared) const;
     enum class PendingKind { Stop, WouldStop, Fault, Refused, HeldOnReconnect, Deadline, Late, RecordStart, RecordStop, Adaptation };
     struct Pending {
         PendingKind kind = PendingKind::Stop;

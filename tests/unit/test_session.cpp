@@ -310,3 +310,49 @@ TEST_CASE("a late decision outside DETECT is reported as a 'late' event, at most
     CHECK(fx.session->status().at("deadline_misses") == 2);
     CHECK(fx.events("stop") == 0);
 }
+
+TEST_CASE("a robot configured with a linear joint takes only handshakes that declare it, for samples and identification", "[daemon]") {
+    // The configuration: "linear": [3] on a 4-joint robot; a joint past the robot's, or twice, is refused.
+    const nlohmann::json json = {{"id", "cell2-hs045"}, {"vendor", "denso"}, {"signal", "torque"}, {"unit", "percent"},
+                                 {"joints", 4},         {"linear", {3}}};
+    const daemon::RobotConfig config = daemon::robot_config_from_json(json, "robots[0]");
+    CHECK(config.linear == 0b100);
+    CHECK(daemon::to_json(config).at("linear") == nlohmann::json::array({3}));
+    nlohmann::json bad = json;
+    bad["linear"] = {5};
+    CHECK_THROWS_WITH(daemon::robot_config_from_json(bad, "robots[0]"),
+                      "robots[0] (robot 'cell2-hs045'): linear joint 5 is not one of joints 1-4 (or is listed twice)");
+    bad["linear"] = {3, 3};
+    CHECK_THROWS_WITH(daemon::robot_config_from_json(bad, "robots[0]"), Catch::Contains("linear joint 3 is not one of joints 1-4"));
+
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("warpguard-session-linear-{}", ::getpid());
+    std::filesystem::create_directories(dir);
+    {
+        daemon::Store store((dir / "warpguard.sqlite").string());
+        daemon::SessionSettings settings{1000.0, 0.0, dir.string(), [](std::function<void()> work) { work(); }};
+        auto session = std::make_shared<daemon::RobotSession>(config, store, settings, nullptr);
+        protocol::Handshake h = protocol::parse_handshake("WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii");
+        const auto refused = session->attach(1, h, "127.0.0.1:5");
+        CHECK_FALSE(refused.accepted);
+        CHECK(refused.reason == "robot 'cell2-hs045' refused: its handshake declares linear joints none but the robot is configured with 3 "
+                                "(\"linear\": [...] in its configuration, handshake option 'linear=')");
+        h.linear = 0b1000;
+        CHECK(session->attach(2, h, "127.0.0.1:5").reason.find("declares linear joints 4 but the robot is configured with 3") !=
+              std::string::npos);
+        h.linear = 0b100;
+        CHECK(session->attach(3, h, "127.0.0.1:5").accepted);
+
+        session->arm_identification(std::nullopt, "test");
+        protocol::Handshake ident = protocol::parse_handshake("WG1;cell2-hs045;denso;torque;Nm;4;deg;8;150;ident");
+        CHECK(session->attach_identification(4, ident, "127.0.0.1:6").reason.find("identification link refused: its handshake declares "
+                                                                                  "linear joints none") != std::string::npos);
+        ident.linear = 0b100;
+        REQUIRE(session->attach_identification(5, ident, "127.0.0.1:6").accepted);
+        // The quill's millimetres arrive in m.
+        CHECK(session->on_ident_line(5, "IQ;3;10;20;42.5;30") == protocol::Reply::Continue);
+        CHECK(session->identification_status().at("state") == "collecting");
+        session.reset();
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
