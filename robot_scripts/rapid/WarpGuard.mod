@@ -109,6 +109,7 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
         VAR num reply;
         ! Joint angles of the motion task in degrees: CJointT(\TaskName) CONFIRMED.
         wg_joints:=CJointT(\TaskName:="T_ROB1");
+        ! Degrees; a linear axis (the IRB 910SC's axis 3) in mm, as the handshake's option 'linear' says (UNCONFIRMED).
         wg_angle{1}:=wg_joints.robax.rax_1;
         wg_angle{2}:=wg_joints.robax.rax_2;
         wg_angle{3}:=wg_joints.robax.rax_3;

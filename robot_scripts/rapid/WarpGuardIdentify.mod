@@ -7,7 +7,8 @@ MODULE WarpGuardIdentify
     ! @WG_ROBOT_ID@`. From the pose the robot stands in (home) every axis in turn moves through
     ! @WG_POINTS@ angles over @WG_SPAN_DEG@ deg centred on home; at each angle the robot stands still and
     ! reports its axis angles and the tracked point from the controller's own forward kinematics.
-    ! THE ROBOT MOVES: jog it to a home where every axis can turn +-@WG_HALF_SPAN_DEG@ deg freely.
+    ! THE ROBOT MOVES: jog it to a home where every axis can turn +-@WG_HALF_SPAN_DEG@ deg freely
+    ! (a linear axis moves +-@WG_HALF_SPAN_MM@ mm).
     ! Lines are text (each shorter than RAPID's 80 characters), replies 4 raw bytes.
     !
     ! Instructions marked CONFIRMED were seen in ABB's public manuals / drivers; UNCONFIRMED ones must
@@ -58,16 +59,22 @@ MODULE WarpGuardIdentify
         VAR robtarget tp;
         VAR num home_deg{6};
         VAR num angle;
+        VAR num span;
         VAR string line;
         home := CJointT();                              ! CONFIRMED (degrees)
         home_deg := [home.robax.rax_1, home.robax.rax_2, home.robax.rax_3, home.robax.rax_4, home.robax.rax_5, home.robax.rax_6];
         SocketCreate wg_id_sock;                        ! CONFIRMED
         SocketConnect wg_id_sock, "@WG_HOST@", @WG_PORT@; ! CONFIRMED
-        WgIdSend "WG1;@WG_ROBOT_ID@;abb;torque;Nm;@WG_JOINTS@;deg;@WG_PERIOD_MS@;@WG_TIMEOUT_MS@;ident";
+        WgIdSend "WG1;@WG_ROBOT_ID@;abb;torque;Nm;@WG_JOINTS@;deg;@WG_PERIOD_MS@;@WG_TIMEOUT_MS@;ident@WG_HELLO_LINEAR@";
         FOR axis FROM 1 TO @WG_JOINTS@ DO
+            span := @WG_SPAN_DEG@;
+            ! A linear axis (the IRB 910SC's axis 3): CJointT reports it in mm (UNCONFIRMED here).
+            IF @WG_LINEAR_TEST@ THEN
+                span := @WG_SPAN_MM@;
+            ENDIF
             FOR k FROM 0 TO @WG_POINTS@ - 1 DO
                 target := home;
-                angle := home_deg{axis} - @WG_SPAN_DEG@ / 2 + @WG_SPAN_DEG@ * k / (@WG_POINTS@ - 1);
+                angle := home_deg{axis} - span / 2 + span * k / (@WG_POINTS@ - 1);
                 WgSetAxis target, axis, angle;
                 MoveAbsJ target, v100, fine, tool0;     ! CONFIRMED
                 WaitTime 0.5;

@@ -1,10 +1,13 @@
 #include "robot_scripts.hpp"
 
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
+
+#include "wire_protocol.hpp"
 
 namespace warpguard::scripts {
 
@@ -74,6 +77,34 @@ std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, 
     if (vendor == ScriptVendor::Rapid && o.joints > 6) {
         throw std::invalid_argument(fmt::format("--joints {}: the RAPID task reads the six robot axes of CJointT", o.joints));
     }
+    if (o.joints < 32 && (o.linear >> o.joints) != 0) {
+        throw std::invalid_argument(fmt::format("--linear {}: a robot with {} joints has no joint {}", protocol::linear_joints_text(o.linear),
+                                                o.joints, std::bit_width(o.linear)));
+    }
+    if (vendor == ScriptVendor::URScript && o.linear != 0) {
+        throw std::invalid_argument(fmt::format("--linear {}: a UR arm has no linear joint", protocol::linear_joints_text(o.linear)));
+    }
+    const std::string linear_option = o.linear != 0 ? ";linear=" + protocol::linear_joints_text(o.linear) : "";
+    const std::string hello_options = (o.payload ? ";payload" : "") + linear_option;
+    if (vendor == ScriptVendor::Rapid) {
+        // A RAPID string holds at most 80 characters (the hello is a CONST string).
+        const std::string hello = fmt::format("WG1;{};abb;{};{};{};deg;{};{};binary{}", o.robot_id, to_string(o.signal), to_string(o.unit),
+                                              o.joints, number(period), number(timeout), hello_options);
+        if (hello.size() > 80) {
+            throw std::invalid_argument(fmt::format("--robot '{}': the RAPID handshake '{}' has {} characters; a RAPID string holds 80 "
+                                                    "(use a robot id at most {} characters long)",
+                                                    o.robot_id, hello, hello.size(), o.robot_id.size() - (hello.size() - 80)));
+        }
+    }
+    // The identification procedure's linear joints: "axis = 3 Or axis = 7" (PacScript), "axis = 3 OR
+    // axis = 7" (RAPID); "axis = 0", never true, without any.
+    std::string linear_test;
+    for (std::size_t j = 0; j < o.joints; ++j) {
+        if (((o.linear >> j) & 1U) == 0) continue;
+        if (!linear_test.empty()) linear_test += vendor == ScriptVendor::Rapid ? " OR " : " Or ";
+        linear_test += fmt::format("axis = {}", j + 1);
+    }
+    if (linear_test.empty()) linear_test = "axis = 0";
     std::vector<std::pair<std::string, std::string>> v = {
         {"WG_HOST", o.host},
         {"WG_PORT", std::to_string(o.port)},
@@ -90,7 +121,9 @@ std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, 
         {"WG_RECORD_VAR", std::to_string(o.record_var)},
         {"WG_STOP_IO", std::to_string(o.stop_io)},
         {"WG_SERVO_ID", std::to_string(o.servo_id ? o.servo_id : o.signal == SignalKind::Torque ? 5 : 4)},
-        {"WG_HELLO_OPTIONS", o.payload ? ";payload" : ""},
+        {"WG_HELLO_OPTIONS", hello_options},
+        {"WG_HELLO_LINEAR", linear_option},
+        {"WG_LINEAR_TEST", linear_test},
     };
     if (o.payload_var < 0 || o.payload_var > 999) throw std::invalid_argument(fmt::format("--payload-var {} is not in 0-999", o.payload_var));
     std::string field;
@@ -130,6 +163,11 @@ ScriptFile render_identification(ScriptVendor vendor, const ScriptOptions& o, co
                                                 id.tracked[0], id.tracked[1], id.tracked[2]));
     }
     if (id.tool_number < 1 || id.tool_number > 63) throw std::invalid_argument(fmt::format("--tool-number {} is not in 1-63", id.tool_number));
+    if (!(id.span_mm >= 2.0 && id.span_mm <= 1000.0)) {
+        throw std::invalid_argument(fmt::format("--span-mm {} mm is not in 2-1000 mm (each linear joint moves +-span/2 about home)", id.span_mm));
+    }
+    v.push_back({"WG_SPAN_MM", number(id.span_mm)});
+    v.push_back({"WG_HALF_SPAN_MM", number(id.span_mm / 2)});
     v.push_back({"WG_POINTS", std::to_string(id.points)});
     v.push_back({"WG_SPAN_DEG", number(id.span_deg)});
     v.push_back({"WG_HALF_SPAN_DEG", number(id.span_deg / 2)});

@@ -36,6 +36,9 @@ struct ScriptOptions {
     // WgPayload next to its GripLoad; Denso the global float F[payload_var] the program sets.
     bool payload = false;
     int payload_var = 10;
+    // Linear joints (bit j is joint j + 1: a SCARA's quill, ABB's IRB 910SC axis 3): declared in the
+    // handshake (option `linear`), their positions sent as the controller reports them, in mm.
+    std::uint32_t linear = 0;
 };
 
 struct ScriptFile {
@@ -52,6 +55,7 @@ std::vector<ScriptFile> render(ScriptVendor vendor, const ScriptOptions& options
 struct IdentifyScriptOptions {
     std::size_t points = 12;       // per joint (>= 3; the circle fit wants more)
     double span_deg = 120.0;       // each joint turns +-span/2 about its home angle
+    double span_mm = 40.0;         // each linear joint moves +-span_mm/2 about its home position
     double tracked[3] = {0.05, 0.0, 0.0};  // tracked point in the flange frame, m (off the last axis)
     int tool_number = 1;           // Denso: the tool number defined as the tracked point
 };

@@ -168,3 +168,55 @@ TEST_CASE("the identification procedure is written for each vendor with the iden
     id.points = 2;
     CHECK_THROWS_WITH(render_identification(ScriptVendor::URScript, options(), id), Catch::Contains("--points 2"));
 }
+
+TEST_CASE("with --linear a SCARA's quill is declared linear in both handshakes and the identification moves it in mm") {
+    ScriptOptions o = options();
+    o.robot_id = "cell2-hs045";
+    o.joints = 4;
+    o.unit = SignalUnit::Percent;
+    o.linear = 0b100;  // joint 3
+    IdentifyScriptOptions id;
+    id.span_mm = 30;
+    std::string denso;
+    for (const auto& f : render(ScriptVendor::PacScript, o)) denso += f.text;
+    CHECK(denso.find("WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii;linear=3\"") != std::string::npos);
+    const ScriptFile denso_id = render_identification(ScriptVendor::PacScript, o, id);
+    CHECK(denso_id.text.find("WG1;cell2-hs045;denso;torque;Nm;4;deg;8;150;ident;linear=3\"") != std::string::npos);
+    CHECK(denso_id.text.find("If axis = 3 Then span = 30") != std::string::npos);
+    CHECK(denso_id.text.find("+-15 mm") != std::string::npos);
+    // Without linear joints the test never holds and every joint turns over the span in degrees.
+    const ScriptFile plain_id = render_identification(ScriptVendor::PacScript, options(), id);
+    CHECK(plain_id.text.find("If axis = 0 Then span = 30") != std::string::npos);
+    CHECK(plain_id.text.find(";ident\"") != std::string::npos);
+
+    // ABB (an IRB 910SC-like SCARA: axis 3 linear), two linear joints to show the list.
+    o.linear = 0b1100;
+    std::string abb;
+    for (const auto& f : render(ScriptVendor::Rapid, o)) abb += f.text;
+    CHECK(abb.find("WG1;cell2-hs045;abb;torque;percent;4;deg;4;150;binary;linear=3,4\"") != std::string::npos);
+    const ScriptFile abb_id = render_identification(ScriptVendor::Rapid, o, id);
+    CHECK(abb_id.text.find("IF axis = 3 OR axis = 4 THEN") != std::string::npos);
+    CHECK(abb_id.text.find(";ident;linear=3,4\"") != std::string::npos);
+
+    // A UR arm has none; a joint past the robot's is refused.
+    CHECK_THROWS_WITH(render(ScriptVendor::URScript, o), "--linear 3,4: a UR arm has no linear joint");
+    o.linear = 0b10000;
+    CHECK_THROWS_WITH(render(ScriptVendor::PacScript, o), "--linear 5: a robot with 4 joints has no joint 5");
+    id.span_mm = 1;
+    o.linear = 0b100;
+    CHECK_THROWS_WITH(render_identification(ScriptVendor::PacScript, o, id), Catch::Contains("--span-mm 1 mm is not in 2-1000 mm"));
+}
+
+TEST_CASE("a RAPID handshake longer than a RAPID string holds is refused with the longest robot id that fits") {
+    ScriptOptions o = options();
+    o.robot_id = "cell-12-palletizer-line-4-irb460";  // 32 characters, the protocol's longest id
+    o.signal = SignalKind::Current;
+    o.unit = SignalUnit::Percent;
+    o.payload = true;
+    // "WG1;" + id + ";abb;current;percent;6;deg;4;150;binary;payload" is 83 characters.
+    CHECK_THROWS_WITH(render(ScriptVendor::Rapid, o), Catch::Contains("has 83 characters; a RAPID string holds 80 (use a robot id at most 29 "
+                                                                      "characters long)"));
+    o.robot_id = o.robot_id.substr(0, 29);
+    CHECK_NOTHROW(render(ScriptVendor::Rapid, o));
+    CHECK_NOTHROW(render(ScriptVendor::PacScript, options()));
+}

@@ -465,6 +465,7 @@ struct ScriptArgs {
     bool identify = false;
     scripts::IdentifyScriptOptions identification;
     std::string tracked = "0.05,0,0";
+    std::vector<std::size_t> linear;
 };
 }  // namespace
 
@@ -486,11 +487,15 @@ void register_script(CLI::App& app) {
     c->add_option("--stop-io", a->options.stop_io, "Denso: output mapped to the step-stop input")->capture_default_str();
     c->add_option("--servo-id", a->options.servo_id, "Denso: GetSrvData id (default 5 torque, 4 current)");
     c->add_flag("--payload", a->options.payload, "Send the payload the program declares with every sample (configure the robot with \"payload\": true)");
+    c->add_option("--linear", a->linear, "Linear joints, 1-based (a SCARA's quill: 3), sent in mm (configure the robot with \"linear\": [3])")
+        ->delimiter(',');
     c->add_option("--payload-var", a->options.payload_var, "Denso, --payload: global float F[n] the program keeps the payload in (kg)")->capture_default_str();
     c->add_option("--out-dir", a->out_dir, "Write the files here (default: print a single file to stdout)");
     c->add_flag("--identify", a->identify, "The kinematic identification procedure (thesis 4.2) instead of the background task");
     c->add_option("--points", a->identification.points, "--identify: angles per joint")->capture_default_str();
     c->add_option("--span", a->identification.span_deg, "--identify: each joint turns +-span/2 deg about its home angle")->capture_default_str();
+    c->add_option("--span-mm", a->identification.span_mm, "--identify: each linear joint moves +-span/2 mm about its home position")
+        ->capture_default_str();
     c->add_option("--tracked-point", a->tracked, "--identify: tracked point x,y,z in the flange frame, m (off the last axis)")->capture_default_str();
     c->add_option("--tool-number", a->identification.tool_number, "--identify, Denso: tool number defined as the tracked point")->capture_default_str();
     c->callback([a] {
@@ -498,6 +503,12 @@ void register_script(CLI::App& app) {
         if (a->port <= 0 || a->port > 65535) throw std::runtime_error(fmt::format("--port {} is not a port 1-65535", a->port));
         a->options.signal = parse_signal_kind(a->signal);
         a->options.unit = parse_signal_unit(a->unit);
+        for (const std::size_t joint : a->linear) {
+            if (joint < 1 || joint > a->options.joints || joint > 32) {
+                throw std::runtime_error(fmt::format("--linear {}: not one of joints 1-{}", joint, a->options.joints));
+            }
+            a->options.linear |= 1U << (joint - 1);
+        }
         std::vector<scripts::ScriptFile> files;
         if (a->identify) {
             const std::vector<double> tp = parse_csv_numbers(a->tracked, "--tracked-point");
