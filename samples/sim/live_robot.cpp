@@ -25,14 +25,16 @@ namespace warpguard::sim {
 
 using Clock = std::chrono::steady_clock;
 
-protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string& robot_id, SignalKind signal, SignalUnit unit,
-                                     std::size_t joints) {
+protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string& robot_id, const RobotDescription& robot) {
     protocol::Handshake h;
     h.robot_id = robot_id;
     h.vendor = vendor;
-    h.signal = signal;
-    h.unit = unit;
-    h.joints = joints;
+    h.signal = robot.signal;
+    h.unit = robot.unit;
+    h.joints = robot.dof();
+    for (std::size_t j = 0; j < h.joints; ++j) {
+        if (robot.kinematics.joints()[j].type == JointType::Prismatic) h.linear |= 1U << j;
+    }
     switch (vendor) {
         case protocol::Vendor::UR:
             h.angles = protocol::AngleUnit::Rad;
@@ -266,19 +268,19 @@ Reply LiveRobot::on_sample(const Sample& s) {
         if (options_.record_request_to > 0 && s.cycle >= options_.record_request_from && s.cycle < options_.record_request_to) f.mode |= 4u;
         f.t = s.t;
         f.joints = s.tau.size();
-        // The ASCII encoder converts rad to the handshake's unit itself; the binary frame carries what RAPID
-        // reads from CJointT: degrees.
-        const bool binary_degrees = options_.handshake.framing == protocol::Framing::Binary && options_.handshake.angles == protocol::AngleUnit::Deg;
-        const double angle_scale = binary_degrees ? 180.0 / 3.14159265358979323846 : 1.0;
+        // The ASCII encoder converts rad (m) to the handshake's units itself; the binary frame carries what
+        // RAPID reads from CJointT: degrees (mm for a linear axis).
+        const bool binary = options_.handshake.framing == protocol::Framing::Binary;
+        const protocol::PositionUnits units = options_.handshake.positions();
         for (std::size_t j = 0; j < f.joints; ++j) {
             f.signal[j] = s.tau[j];
-            f.angle[j] = s.q[j] * angle_scale;
+            f.angle[j] = binary ? s.q[j] / units.to_si(j) : s.q[j];
         }
         // With the handshake's `payload` option: what the task program declared (as the vendor
         // scripts send it); 0 when the cell does not know it.
         if (options_.handshake.payload) f.payload = std::isfinite(s.payload) ? s.payload : 0.0;
         const std::string bytes = options_.handshake.framing == protocol::Framing::Binary ? protocol::encode_sample_binary(f)
-                                                                                          : protocol::encode_sample_ascii(f, options_.handshake.angles);
+                                                                                          : protocol::encode_sample_ascii(f, units);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;
         const double sent_rt = realtime_now();
         const std::int64_t key = send_counted(bytes);

@@ -27,9 +27,9 @@ struct LiveOptions {
 };
 
 // Vendor defaults of the scripts: UR 2 ms / 20 ms ASCII, ABB 4 ms / 150 ms binary (angles in
-// degrees), Denso 8 ms / 150 ms ASCII (angles in degrees).
-protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string& robot_id, SignalKind signal, SignalUnit unit,
-                                     std::size_t joints);
+// degrees), Denso 8 ms / 150 ms ASCII (angles in degrees); the robot's prismatic joints declared
+// linear (option `linear`, in mm where the angles are in degrees), as the scripts generated for it do.
+protocol::Handshake vendor_handshake(protocol::Vendor vendor, const std::string& robot_id, const RobotDescription& robot);
 
 struct LiveStop {
     double t = 0.0;        // robot clock, s

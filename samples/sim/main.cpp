@@ -131,7 +131,9 @@ int main(int argc, char** argv) {
                 sim::LiveOptions live;
                 live.host = ident_connect.substr(0, colon);
                 live.port = static_cast<std::uint16_t>(std::stoi(ident_connect.substr(colon + 1)));
-                live.handshake = sim::vendor_handshake(ident_vendor == "ur" ? protocol::Vendor::UR : ident_vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso, ident_id, SignalKind::Torque, SignalUnit::Nm, robot.dof());
+                live.handshake = sim::vendor_handshake(ident_vendor == "ur" ? protocol::Vendor::UR : ident_vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso, ident_id, robot);
+                live.handshake.signal = SignalKind::Torque;  // the identification script's hello says torque in Nm
+                live.handshake.unit = SignalUnit::Nm;
                 live.handshake.framing = protocol::Framing::Ident;
                 // The procedure waits for each reply as long as the script does: its handshake timeout
                 // is the sample link's, but a point is sent only when the robot stands still.
@@ -150,7 +152,7 @@ int main(int argc, char** argv) {
                     }
                 };
                 for (const auto& p : points) {
-                    send(protocol::encode_ident_angles(p.joint, p.q, live.handshake.angles));
+                    send(protocol::encode_ident_angles(p.joint, p.q, live.handshake.positions()));
                     send(protocol::encode_ident_point(p.p.x(), p.p.y(), p.p.z()));
                 }
                 send("IE\n");
@@ -191,7 +193,7 @@ int main(int argc, char** argv) {
             live.host = connect.substr(0, colon);
             live.port = static_cast<std::uint16_t>(std::stoi(connect.substr(colon + 1)));
             const protocol::Vendor v = vendor == "ur" ? protocol::Vendor::UR : vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso;
-            live.handshake = sim::vendor_handshake(v, robot_id, robot.signal, robot.unit, robot.dof());
+            live.handshake = sim::vendor_handshake(v, robot_id, robot);
             live.handshake.payload = declare_payload;
             if (run_period > 0) live.handshake.period = run_period;
             if (timeout_ms > 0) live.handshake.timeout = timeout_ms / 1e3;

@@ -6,7 +6,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
 TEST is one of: refusals, detect, kill9, interrupted, identify, payload. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
-import json, os, re, signal, socket, subprocess, sys, tempfile, threading, time
+import csv, json, os, re, signal, socket, subprocess, sys, tempfile, threading, time
 
 BUILD, SOURCE, TEST = sys.argv[1], sys.argv[2], sys.argv[3]
 DAEMON = os.path.join(BUILD, "server", "warpguardd")
@@ -602,9 +602,12 @@ def test_identify(tmp):
     """The identification procedure through the daemon (PROTOCOL.md §5) for each vendor's link:
     armed through the control API, the simulated controller reports the tracked point, the daemon
     identifies and stores the model; the stored model reproduces MuJoCo's forward kinematics."""
-    robots = [("ur5e-like", "ur", "cell-ur"), ("irb120-like", "abb", "cell-abb"), ("vp6242-like", "denso", "cell-denso")]
-    d = Daemon(tmp, [{"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque", "unit": "Nm", "joints": 6}
-                     for _, vendor, rid in robots])
+    robots = [("ur5e-like", "ur", "cell-ur"), ("irb120-like", "abb", "cell-abb"), ("vp6242-like", "denso", "cell-denso"),
+              ("../held-out/hs045-like", "denso", "cell-scara")]
+    # The SCARA's joint 3 is a quill: configured linear, its position sent in mm beside degrees.
+    d = Daemon(tmp, [{"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque",
+                      "unit": "percent" if rid == "cell-scara" else "Nm", "joints": 4 if rid == "cell-scara" else 6,
+                      "linear": [3] if rid == "cell-scara" else []} for _, vendor, rid in robots])
     try:
         # Identification and calibration threads: nice 0 behind real-time robot links (they preempt
         # them anyway), nice 19 when the links run at normal scheduling (then the work must yield).
@@ -667,6 +670,38 @@ def test_identify(tmp):
                                capture_output=True, text=True, timeout=60)
             check(c.returncode == 0, "%s: the stored model reproduces MuJoCo's FK over 1,000 configurations within 0.5 mm: %s" %
                   (name, c.stdout.strip()))
+        with open(os.path.join(tmp, "cell-scara-model.json")) as f:
+            types = [j["type"] for j in json.load(f)["joints"]]
+        check(types == ["revolute", "revolute", "prismatic", "revolute"], "the SCARA's quill is identified as prismatic: %s" % types)
+        # An identification link that does not declare the quill linear is refused, naming both sides.
+        d.ctl("identify-start", "cell-scara")
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell-scara;denso;torque;Nm;4;deg;8;150;ident\n")
+        check(read_exact(s, 2) == b"1\n", "a SCARA identification link without 'linear=3' gets STOP")
+        s.close()
+        time.sleep(0.2)
+        check("declares linear joints none but the robot is configured with 3" in d.log(), "... and the log says why")
+        # Its sample stream: the simulated Denso SCARA sends the quill in mm; the recording holds m.
+        desc = os.path.join(SOURCE, "samples", "held-out", "hs045-like.json")
+        task = os.path.join(SOURCE, "samples", "held-out", "hs045-like-electronics.json")
+        report = os.path.join(tmp, "scara-report.json")
+        sim = subprocess.Popen([SIM, "run", "--robot", desc, "--task", task, "--connect", "127.0.0.1:%d" % d.robot_port, "--vendor",
+                                "denso", "--id", "cell-scara", "--cycles", "5", "--speed", "4", "--report", report],
+                               stdout=open(os.path.join(tmp, "sim.log"), "w"), stderr=subprocess.STDOUT)
+        d.ctl("wait", "cell-scara", "--cycle", "1", "--timeout", "60")
+        d.ctl("record-start", "cell-scara")
+        d.ctl("wait", "cell-scara", "--cycle", "3", "--timeout", "60")
+        rec = json.loads(d.ctl("--json", "record-stop", "cell-scara").stdout)
+        sim.wait(timeout=120)
+        with open(rec["path"]) as f:
+            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        q3 = [float(r["q3"]) for r in rows]
+        q2 = [float(r["q2"]) for r in rows]
+        check(len(rows) > 200 and 0.015 < min(q3) < 0.025 and 0.115 < max(q3) < 0.125,
+              "the recording holds the quill in m (the task strokes 0.02-0.12 m): %d samples, %.4f-%.4f" % (len(rows), min(q3), max(q3)))
+        check(0.7 < min(q2) and max(q2) < 1.6, "... and the elbow in rad: %.3f-%.3f" % (min(q2), max(q2)))
+        connects = d.ctl("events", "--robot", "cell-scara", "--kind", "connect").stdout
+        check("4 joints (3 linear)" in connects, "the connection event names the linear joint: %s" % connects.strip().splitlines()[-1:])
         events = d.ctl("events", "--robot", "cell-denso", "--kind", "identify").stdout
         check("identified from 144 points" in events, "the identification is in the event log: %s" % events.strip().splitlines()[-1:])
         # A model from elsewhere (a preset): stored, and refused when its joint count does not fit.
