@@ -142,11 +142,16 @@ public:
         joints_->setObjectName("robotJoints");
         joints_->setRange(1, 16);
         joints_->setValue(6);
+        linear_ = new QLineEdit(this);
+        linear_->setObjectName("robotLinear");
+        linear_->setPlaceholderText(tr("none — a SCARA's quill: 3"));
+        linear_->setToolTip(tr("Joints that slide instead of turning, 1-based and comma-separated; the script sends them in mm"));
         form->addRow(tr("Robot &id:"), id_);
         form->addRow(tr("&Vendor:"), vendor_);
         form->addRow(tr("Robot's IP &address:"), address_);
         form->addRow(tr("&Signal:"), signal_);
         form->addRow(tr("&Joints:"), joints_);
+        form->addRow(tr("&Linear joints:"), linear_);
         layout_->addLayout(form);
         auto* add = new QPushButton(tr("&Add robot"), this);
         add->setObjectName("addRobotButton");
@@ -155,8 +160,16 @@ public:
         registerField("robot", id_);
         connect(add, &QPushButton::clicked, this, [this] {
             const QStringList sig = signal_->currentData().toStringList();
-            const QJsonObject config{{"id", id_->text()}, {"address", address_->text()}, {"vendor", vendor_->currentData().toString()},
-                                     {"signal", sig[0]}, {"unit", sig[1]}, {"joints", joints_->value()}};
+            QJsonArray linear;
+            for (const QString& item : linear_->text().split(',', Qt::SkipEmptyParts)) {
+                bool ok = false;
+                const int joint = item.trimmed().toInt(&ok);
+                if (!ok) return say(tr("Linear joints: '%1' is not a joint number; expected e.g. 3 or 3,7").arg(item.trimmed()), true);
+                linear.append(joint);
+            }
+            const QJsonObject config{{"id", id_->text()},          {"address", address_->text()}, {"vendor", vendor_->currentData().toString()},
+                                     {"signal", sig[0]},          {"unit", sig[1]},              {"joints", joints_->value()},
+                                     {"linear", linear}};
             link()->request({{"cmd", "add_robot"}, {"config", config}}, [this](const QJsonObject&, const QString& error) {
                 if (error.isEmpty()) {
                     say(tr("Robot %1 added.").arg(id_->text()));
@@ -172,7 +185,7 @@ public:
     }
 
 private:
-    QLineEdit *id_, *address_;
+    QLineEdit *id_, *address_, *linear_;
     QComboBox *vendor_, *signal_;
     QSpinBox* joints_;
 };

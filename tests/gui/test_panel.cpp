@@ -178,6 +178,16 @@ private slots:
         w->findChild<QLineEdit*>("robotId")->setText(kRobot);
         w->findChild<QComboBox*>("robotVendor")->setCurrentIndex(0);
         w->findChild<QLineEdit*>("robotAddress")->setText("127.0.0.1");
+        // Linear joints (a SCARA's quill): a word is refused here, a joint the robot lacks by the daemon.
+        auto* linear = w->findChild<QLineEdit*>("robotLinear");
+        linear->setText("3, x");
+        QTest::mouseClick(w->findChild<QPushButton*>("addRobotButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(message(w).contains("Linear joints: 'x' is not a joint number"), 5000);
+        linear->setText("7");
+        QTest::mouseClick(w->findChild<QPushButton*>("addRobotButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(message(w).contains("linear joint 7 is not one of joints 1-6"), 5000);
+        QVERIFY(!w->currentPage()->isComplete());
+        linear->clear();
         QTest::mouseClick(w->findChild<QPushButton*>("addRobotButton"), Qt::LeftButton);
         QVERIFY2(complete(w, 5000), qPrintable(message(w)));
         shot(w, "wizard-2-robot");
