@@ -346,11 +346,14 @@ def test_payload(tmp):
         d.stop()
 
 
-def run_sim(d, out_dir, *args, task=TASK):
+def run_sim(d, out_dir, *args, task=TASK, robot=ROBOT, vendor=("ur", "cell1", "0.004")):
+    """The simulated robot's task against the daemon; `vendor` = (vendor, robot id, period in s or None for the vendor's)."""
     report = os.path.join(out_dir, "sim-report.json")
     log = open(os.path.join(out_dir, "sim.log"), "w")
-    p = subprocess.Popen([SIM, "run", "--robot", ROBOT, "--task", task, "--connect", "127.0.0.1:%d" % d.robot_port,
-                          "--vendor", "ur", "--id", "cell1", "--period", "0.004", "--report", report, *args], stdout=log, stderr=subprocess.STDOUT)
+    name, rid, period = vendor
+    p = subprocess.Popen([SIM, "run", "--robot", robot, "--task", task, "--connect", "127.0.0.1:%d" % d.robot_port,
+                          "--vendor", name, "--id", rid, *(["--period", period] if period else []), "--report", report, *args],
+                         stdout=log, stderr=subprocess.STDOUT)
     return p, report
 
 
@@ -684,10 +687,7 @@ def test_identify(tmp):
         # Its sample stream: the simulated Denso SCARA sends the quill in mm; the recording holds m.
         desc = os.path.join(SOURCE, "samples", "held-out", "hs045-like.json")
         task = os.path.join(SOURCE, "samples", "held-out", "hs045-like-electronics.json")
-        report = os.path.join(tmp, "scara-report.json")
-        sim = subprocess.Popen([SIM, "run", "--robot", desc, "--task", task, "--connect", "127.0.0.1:%d" % d.robot_port, "--vendor",
-                                "denso", "--id", "cell-scara", "--cycles", "5", "--speed", "4", "--report", report],
-                               stdout=open(os.path.join(tmp, "sim.log"), "w"), stderr=subprocess.STDOUT)
+        sim, _ = run_sim(d, tmp, "--cycles", "5", "--speed", "4", task=task, robot=desc, vendor=("denso", "cell-scara", None))
         d.ctl("wait", "cell-scara", "--cycle", "1", "--timeout", "60")
         d.ctl("record-start", "cell-scara")
         d.ctl("wait", "cell-scara", "--cycle", "3", "--timeout", "60")
