@@ -607,10 +607,12 @@ def test_identify(tmp):
     identifies and stores the model; the stored model reproduces MuJoCo's forward kinematics."""
     robots = [("ur5e-like", "ur", "cell-ur"), ("irb120-like", "abb", "cell-abb"), ("vp6242-like", "denso", "cell-denso"),
               ("../held-out/hs045-like", "denso", "cell-scara")]
-    # The SCARA's joint 3 is a quill: configured linear, its position sent in mm beside degrees.
-    d = Daemon(tmp, [{"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque",
-                      "unit": "percent" if rid == "cell-scara" else "Nm", "joints": 4 if rid == "cell-scara" else 6,
-                      "linear": [3] if rid == "cell-scara" else []} for _, vendor, rid in robots])
+    # The SCARA's joint 3 is a quill: configured linear, its position sent in mm beside degrees (as
+    # Denso's ASCII lines and, for its sample stream below, as ABB's binary frames: cell-scara-abb).
+    scara = {"unit": "percent", "joints": 4, "linear": [3]}
+    d = Daemon(tmp, [dict({"id": rid, "address": "127.0.0.1", "vendor": vendor, "signal": "torque", "unit": "Nm", "joints": 6},
+                          **(scara if rid.startswith("cell-scara") else {}))
+                     for _, vendor, rid in robots + [("", "abb", "cell-scara-abb")]])
     try:
         # Identification and calibration threads: nice 0 behind real-time robot links (they preempt
         # them anyway), nice 19 when the links run at normal scheduling (then the work must yield).
@@ -684,22 +686,25 @@ def test_identify(tmp):
         s.close()
         time.sleep(0.2)
         check("declares linear joints none but the robot is configured with 3" in d.log(), "... and the log says why")
-        # Its sample stream: the simulated Denso SCARA sends the quill in mm; the recording holds m.
+        # Its sample stream: the simulated SCARA sends the quill in mm, in Denso's lines and ABB's binary
+        # frames; the recording holds m.
         desc = os.path.join(SOURCE, "samples", "held-out", "hs045-like.json")
         task = os.path.join(SOURCE, "samples", "held-out", "hs045-like-electronics.json")
-        sim, _ = run_sim(d, tmp, "--cycles", "5", "--speed", "4", task=task, robot=desc, vendor=("denso", "cell-scara", None))
-        d.ctl("wait", "cell-scara", "--cycle", "1", "--timeout", "60")
-        d.ctl("record-start", "cell-scara")
-        d.ctl("wait", "cell-scara", "--cycle", "3", "--timeout", "60")
-        rec = json.loads(d.ctl("--json", "record-stop", "cell-scara").stdout)
-        sim.wait(timeout=120)
-        with open(rec["path"]) as f:
-            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
-        q3 = [float(r["q3"]) for r in rows]
-        q2 = [float(r["q2"]) for r in rows]
-        check(len(rows) > 200 and 0.015 < min(q3) < 0.025 and 0.115 < max(q3) < 0.125,
-              "the recording holds the quill in m (the task strokes 0.02-0.12 m): %d samples, %.4f-%.4f" % (len(rows), min(q3), max(q3)))
-        check(0.7 < min(q2) and max(q2) < 1.6, "... and the elbow in rad: %.3f-%.3f" % (min(q2), max(q2)))
+        for vendor, rid in (("denso", "cell-scara"), ("abb", "cell-scara-abb")):
+            sim, _ = run_sim(d, tmp, "--cycles", "5", "--speed", "4", task=task, robot=desc, vendor=(vendor, rid, None))
+            d.ctl("wait", rid, "--cycle", "1", "--timeout", "60")
+            d.ctl("record-start", rid)
+            d.ctl("wait", rid, "--cycle", "3", "--timeout", "60")
+            rec = json.loads(d.ctl("--json", "record-stop", rid).stdout)
+            sim.wait(timeout=120)
+            with open(rec["path"]) as f:
+                rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+            q3 = [float(r["q3"]) for r in rows]
+            q2 = [float(r["q2"]) for r in rows]
+            check(len(rows) > 200 and 0.015 < min(q3) < 0.025 and 0.115 < max(q3) < 0.125,
+                  "%s: the recording holds the quill in m (the task strokes 0.02-0.12 m): %d samples, %.4f-%.4f" %
+                  (vendor, len(rows), min(q3), max(q3)))
+            check(0.7 < min(q2) and max(q2) < 1.6, "... and the elbow in rad: %.3f-%.3f" % (min(q2), max(q2)))
         connects = d.ctl("events", "--robot", "cell-scara", "--kind", "connect").stdout
         check("4 joints (3 linear)" in connects, "the connection event names the linear joint: %s" % connects.strip().splitlines()[-1:])
         events = d.ctl("events", "--robot", "cell-denso", "--kind", "identify").stdout
