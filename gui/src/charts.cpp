@@ -58,9 +58,11 @@ void fit_axes(Chart& c) {
     c.y->applyNiceNumbers();  // round tick values that read at a glance
 }
 
-QString signal_axis_title(const QString& unit, bool deviation) {
-    const char* title = deviation ? "deviation (%1)" : unit == "A" ? "current (%1)" : "torque (%1)";
-    return QCoreApplication::translate("warpguard::panel::Chart", title).arg(unit);
+QString signal_axis_title(const QString& unit, bool deviation, bool linear) {
+    // A linear joint's motor holds a force (N where an arm's joints report Nm).
+    const QString shown = linear && unit == "Nm" ? QStringLiteral("N") : unit;
+    const char* title = deviation ? "deviation (%1)" : unit == "A" ? "current (%1)" : linear ? "force (%1)" : "torque (%1)";
+    return QCoreApplication::translate("warpguard::panel::Chart", title).arg(shown);
 }
 
 QString local_time(const QString& stored, const QString& format) {

@@ -23,9 +23,9 @@ Chart make_chart(const QString& title, const QString& x_title, const QString& y_
 QLineSeries* add_series(Chart& c, const QString& name, const QColor& color, qreal width = 2.0, Qt::PenStyle style = Qt::SolidLine);
 // Sets the axes' ranges to the data of every series (with a little margin).
 void fit_axes(Chart& c);
-// The y axis title of a robot signal in `unit` (A: current, otherwise torque), or of its deviation
-// from the reference.
-QString signal_axis_title(const QString& unit, bool deviation);
+// The y axis title of a robot signal in `unit` (A: current, otherwise torque; a force, in N where the
+// robot reports Nm, for a linear joint), or of its deviation from the reference.
+QString signal_axis_title(const QString& unit, bool deviation, bool linear = false);
 // A time the daemon stores (UTC, ISO 8601 with milliseconds) in the panel's local time in `format`
 // (Qt's date-time format); the stored text itself when it does not parse.
 QString local_time(const QString& stored, const QString& format = QStringLiteral("yyyy-MM-dd HH:mm:ss"));

@@ -194,6 +194,8 @@ void Dashboard::show_robots(const QJsonArray& robots) {
         if (id == selected_) {
             resume_->setEnabled(r.value("latched").toBool());
             unit_ = r.value("unit").toString(unit_);
+            linear_.clear();
+            for (const auto& l : r.value("linear").toArray()) linear_.append(l.toInt());
             detail_title_->setText(tr("%1 — %2%3").arg(id, look.text,
                                                      r.value("latched").toBool() ? ": " + r.value("reason").toString() : QString()));
             learned_->setText(learned_text(r.value("adaptation").toObject(), unit_));
@@ -278,7 +280,7 @@ void Dashboard::redraw() {
     const int j = std::max(0, joint_->currentIndex());
     const bool deviation = deviation_->isChecked();
     // (Short: the chart is low on a shop-floor screen, and the joint is named beside it.)
-    chart_.y->setTitleText(signal_axis_title(unit_, deviation));
+    chart_.y->setTitleText(signal_axis_title(unit_, deviation, linear_.contains(j + 1)));
     signal_->setName(deviation ? tr("measured less the reference") : tr("measured"));
     QList<QPointF> s;
     std::vector<std::array<QList<QPointF>, 4>> stretches;  // reference, upper, lower, measured (as deviation)

@@ -88,6 +88,7 @@ private:
     };
     std::deque<Point> points_;
     QString unit_ = "Nm";
+    QList<int> linear_;  // the selected robot's linear joints, 1-based (its configuration's "linear")
     bool history_ = false;  // adding events from the history, not live
 };
 

@@ -219,6 +219,7 @@ void EvidenceDialog::show_event(const QJsonObject& event) {
             jc.stop->attachAxis(jc.chart.y);
             jc.chart.view->setObjectName(QString("judgedChart%1").arg(joint));
             jc.signal = in.value("signal").toArray();
+            jc.linear = evidence.value("linear").toArray().contains(joint);
             jc.ref = in.value("reference").toArray();
             jc.low = in.value("lower").toArray();
             jc.high = in.value("upper").toArray();
@@ -335,7 +336,7 @@ bool EvidenceDialog::save(const QString& base, QString* error) {
 void EvidenceDialog::draw_judged() {
     const bool deviation = deviation_ && deviation_->isChecked();
     for (JudgedChart& jc : judged_) {
-        jc.chart.y->setTitleText(signal_axis_title(unit_, deviation));
+        jc.chart.y->setTitleText(signal_axis_title(unit_, deviation, jc.linear));
         jc.measured->setName(deviation ? tr("measured less the reference") : tr("measured"));
         QList<QPointF> measured, reference, upper, lower, stop;
         const qsizetype count = std::min<qsizetype>(jc.signal.size(), qsizetype(judged_ms_.size()));

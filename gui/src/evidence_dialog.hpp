@@ -39,6 +39,7 @@ private:
         QLineSeries *measured = nullptr, *reference = nullptr, *upper = nullptr, *lower = nullptr;
         QScatterSeries* stop = nullptr;
         QJsonArray signal, ref, low, high;
+        bool linear = false;  // the joint slides: its signal is a force
     };
     void draw_judged();
     std::vector<JudgedChart> judged_;

@@ -39,6 +39,7 @@
 
 #include <sys/prctl.h>
 
+#include "charts.hpp"
 #include "control_link.hpp"
 #include "dashboard.hpp"
 #include "evidence_dialog.hpp"
@@ -596,6 +597,16 @@ private slots:
         QTRY_VERIFY_WITH_TIMEOUT(link.isReady(), 10000);
         QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QLabel*>("dashboardStatus")->text().contains("Connected"), 3000);
         QTRY_VERIFY_WITH_TIMEOUT(window.findChild<QPushButton*>("tile-" + kRobot) != nullptr, 3000);
+    }
+
+    // The y axis of a joint's chart names what its motor holds: a linear joint's (a SCARA's quill) is a force.
+    void axis_titles_name_a_linear_joints_force() {
+        QCOMPARE(signal_axis_title("Nm", false), QString("torque (Nm)"));
+        QCOMPARE(signal_axis_title("Nm", false, true), QString("force (N)"));
+        QCOMPARE(signal_axis_title("percent", false, true), QString("force (percent)"));
+        QCOMPARE(signal_axis_title("A", false, true), QString("current (A)"));
+        QCOMPARE(signal_axis_title("Nm", true, true), QString("deviation (N)"));
+        QCOMPARE(signal_axis_title("percent", true), QString("deviation (percent)"));
     }
 
     void cleanupTestCase() {
