@@ -58,11 +58,11 @@ void fit_axes(Chart& c) {
     c.y->applyNiceNumbers();  // round tick values that read at a glance
 }
 
+QString joint_unit(const QString& unit, bool linear) { return linear && unit == "Nm" ? QStringLiteral("N") : unit; }
+
 QString signal_axis_title(const QString& unit, bool deviation, bool linear) {
-    // A linear joint's motor holds a force (N where an arm's joints report Nm).
-    const QString shown = linear && unit == "Nm" ? QStringLiteral("N") : unit;
     const char* title = deviation ? "deviation (%1)" : unit == "A" ? "current (%1)" : linear ? "force (%1)" : "torque (%1)";
-    return QCoreApplication::translate("warpguard::panel::Chart", title).arg(shown);
+    return QCoreApplication::translate("warpguard::panel::Chart", title).arg(joint_unit(unit, linear));
 }
 
 QString local_time(const QString& stored, const QString& format) {

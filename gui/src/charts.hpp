@@ -23,6 +23,8 @@ Chart make_chart(const QString& title, const QString& x_title, const QString& y_
 QLineSeries* add_series(Chart& c, const QString& name, const QColor& color, qreal width = 2.0, Qt::PenStyle style = Qt::SolidLine);
 // Sets the axes' ranges to the data of every series (with a little margin).
 void fit_axes(Chart& c);
+// A joint's signal unit: a linear joint's motor holds a force, in N where the robot reports Nm.
+QString joint_unit(const QString& unit, bool linear);
 // The y axis title of a robot signal in `unit` (A: current, otherwise torque; a force, in N where the
 // robot reports Nm, for a linear joint), or of its deviation from the reference.
 QString signal_axis_title(const QString& unit, bool deviation, bool linear = false);

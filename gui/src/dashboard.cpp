@@ -33,7 +33,7 @@ TileLook tile_look(const QJsonObject& r) {
     return {QObject::tr("idle"), QColor(130, 130, 130)};
 }
 
-QString learned_text(const QJsonObject& adaptation, const QString& unit) {
+QString learned_text(const QJsonObject& adaptation, const QString& unit, const QList<int>& linear) {
     if (adaptation.isEmpty()) return {};
     QStringList parts;
     if (adaptation.value("has_speed_model").toBool()) {
@@ -51,7 +51,7 @@ QString learned_text(const QJsonObject& adaptation, const QString& unit) {
                       .arg(j.value("joint").toInt())
                       .arg(c >= 0 ? "+" : "")
                       .arg(c, 0, 'f', 3)
-                      .arg(unit)
+                      .arg(joint_unit(unit, linear.contains(j.value("joint").toInt())))
                       .arg(j.value("friction_changed").toBool() ? QObject::tr(" (changed)") : QString());
     }
     if (!joints.isEmpty()) parts << QObject::tr("friction drift %1").arg(joints.join(", "));
@@ -198,7 +198,7 @@ void Dashboard::show_robots(const QJsonArray& robots) {
             for (const auto& l : r.value("linear").toArray()) linear_.append(l.toInt());
             detail_title_->setText(tr("%1 — %2%3").arg(id, look.text,
                                                      r.value("latched").toBool() ? ": " + r.value("reason").toString() : QString()));
-            learned_->setText(learned_text(r.value("adaptation").toObject(), unit_));
+            learned_->setText(learned_text(r.value("adaptation").toObject(), unit_, linear_));
             const int joints = r.value("joints").toInt(6);
             if (joint_->count() != joints) {
                 joint_->clear();

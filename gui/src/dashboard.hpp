@@ -31,8 +31,9 @@ struct TileLook {
     QColor background;
 };
 TileLook tile_look(const QJsonObject& robot_status);
-// The status's `adaptation` as one line for the shop floor (empty when the detector learns nothing).
-QString learned_text(const QJsonObject& adaptation, const QString& unit);
+// The status's `adaptation` as one line for the shop floor (empty when the detector learns nothing);
+// `linear`: the robot's linear joints, 1-based, whose drift is a force.
+QString learned_text(const QJsonObject& adaptation, const QString& unit, const QList<int>& linear = {});
 
 class Dashboard : public QWidget {
     Q_OBJECT

@@ -600,13 +600,18 @@ private slots:
     }
 
     // The y axis of a joint's chart names what its motor holds: a linear joint's (a SCARA's quill) is a force.
-    void axis_titles_name_a_linear_joints_force() {
+    void axis_titles_and_drift_name_a_linear_joints_force() {
         QCOMPARE(signal_axis_title("Nm", false), QString("torque (Nm)"));
         QCOMPARE(signal_axis_title("Nm", false, true), QString("force (N)"));
         QCOMPARE(signal_axis_title("percent", false, true), QString("force (percent)"));
         QCOMPARE(signal_axis_title("A", false, true), QString("current (A)"));
         QCOMPARE(signal_axis_title("Nm", true, true), QString("deviation (N)"));
         QCOMPARE(signal_axis_title("percent", true), QString("deviation (percent)"));
+        // ... and so does the friction drift the detector has learned on it.
+        const QJsonObject adaptation{{"friction", QJsonArray{QJsonObject{{"joint", 2}, {"coulomb", 0.25}},
+                                                             QJsonObject{{"joint", 3}, {"coulomb", -1.5}, {"friction_changed", true}}}}};
+        QCOMPARE(learned_text(adaptation, "Nm", {3}),
+                 QString("Learned in operation: friction drift joint 2 +0.250 Nm, joint 3 -1.500 N (changed)."));
     }
 
     void cleanupTestCase() {
