@@ -14,6 +14,12 @@ ScriptOptions options() {
     o.robot_id = "cell4-ur5e";
     return o;
 }
+// Every file a vendor's background task is written as, one after the other.
+std::string rendered(ScriptVendor vendor, const ScriptOptions& o) {
+    std::string all;
+    for (const auto& f : render(vendor, o)) all += f.text;
+    return all;
+}
 std::size_t count(const std::string& text, const std::string& what) {
     std::size_t n = 0;
     for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -58,9 +64,7 @@ TEST_CASE("with --payload every vendor script declares it in the handshake and s
     o.payload = true;
     o.payload_var = 14;
     for (const auto vendor : {ScriptVendor::URScript, ScriptVendor::Rapid, ScriptVendor::PacScript}) {
-        std::string all, plain;
-        for (const auto& f : render(vendor, o)) all += f.text;
-        for (const auto& f : render(vendor, options())) plain += f.text;
+        const std::string all = rendered(vendor, o), plain = rendered(vendor, options());
         CHECK(all.find("@WG_") == std::string::npos);
         CHECK(plain.find(";payload\"") == std::string::npos);
         CHECK(plain.find("get_target_payload") == std::string::npos);
@@ -177,9 +181,7 @@ TEST_CASE("with --linear a SCARA's quill is declared linear in both handshakes a
     o.linear = 0b100;  // joint 3
     IdentifyScriptOptions id;
     id.span_mm = 30;
-    std::string denso;
-    for (const auto& f : render(ScriptVendor::PacScript, o)) denso += f.text;
-    CHECK(denso.find("WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii;linear=3\"") != std::string::npos);
+    CHECK(rendered(ScriptVendor::PacScript, o).find("WG1;cell2-hs045;denso;torque;percent;4;deg;8;150;ascii;linear=3\"") != std::string::npos);
     const ScriptFile denso_id = render_identification(ScriptVendor::PacScript, o, id);
     CHECK(denso_id.text.find("WG1;cell2-hs045;denso;torque;Nm;4;deg;8;150;ident;linear=3\"") != std::string::npos);
     CHECK(denso_id.text.find("If axis = 3 Then span = 30") != std::string::npos);
@@ -191,9 +193,7 @@ TEST_CASE("with --linear a SCARA's quill is declared linear in both handshakes a
 
     // ABB (an IRB 910SC-like SCARA: axis 3 linear), two linear joints to show the list.
     o.linear = 0b1100;
-    std::string abb;
-    for (const auto& f : render(ScriptVendor::Rapid, o)) abb += f.text;
-    CHECK(abb.find("WG1;cell2-hs045;abb;torque;percent;4;deg;4;150;binary;linear=3,4\"") != std::string::npos);
+    CHECK(rendered(ScriptVendor::Rapid, o).find("WG1;cell2-hs045;abb;torque;percent;4;deg;4;150;binary;linear=3,4\"") != std::string::npos);
     const ScriptFile abb_id = render_identification(ScriptVendor::Rapid, o, id);
     CHECK(abb_id.text.find("IF axis = 3 OR axis = 4 THEN") != std::string::npos);
     CHECK(abb_id.text.find(";ident;linear=3,4\"") != std::string::npos);
