@@ -75,15 +75,6 @@ T get(const nlohmann::json& j, const char* key, const std::string& where, T fall
     }
 }
 
-// The 1-based joints of a linear mask, as the configuration lists them.
-std::vector<std::size_t> linear_list(std::uint32_t linear) {
-    std::vector<std::size_t> out;
-    for (std::size_t j = 0; j < protocol::kMaxJoints; ++j) {
-        if ((linear >> j) & 1U) out.push_back(j + 1);
-    }
-    return out;
-}
-
 }  // namespace
 
 nlohmann::json to_json(const RobotConfig& r) {
@@ -97,7 +88,7 @@ nlohmann::json to_json(const RobotConfig& r) {
             {"mode", to_string(r.mode)},
             {"robot_starts_recording", r.robot_starts_recording},
             {"payload", r.payload},
-            {"linear", linear_list(r.linear)}};
+            {"linear", protocol::linear_joints(r.linear)}};
 }
 
 RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& where) {

@@ -844,7 +844,7 @@ nlohmann::json RobotSession::evidence_json(const Evidence& e) const {
         joints.push_back(std::move(jj));
     }
     nlohmann::json out = {{"window", w}, {"unit", to_string(config_.unit)}, {"joints", std::move(joints)}};
-    if (config_.linear != 0) out["linear"] = to_json(config_).at("linear");
+    if (config_.linear != 0) out["linear"] = protocol::linear_joints(config_.linear);
     if (e.judged_count > 0) out["judged_t"] = std::vector<double>(e.judged_t.begin(), e.judged_t.begin() + static_cast<std::ptrdiff_t>(e.judged_count));
     if (e.phase_aware) out["detector"] = "phase-aware", out["cusum_limit"] = cusum_limit;
     if (!matched.empty()) out["matched"] = matched;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace warpguard::protocol {
 
@@ -96,13 +97,15 @@ double PositionUnits::to_si(std::size_t joint) const {
     return is_linear(joint) ? 1e-3 : kDegToRad;
 }
 
-std::string linear_joints_text(std::uint32_t linear) {
-    std::string out;
+std::vector<std::size_t> linear_joints(std::uint32_t linear) {
+    std::vector<std::size_t> out;
     for (std::size_t j = 0; j < 32; ++j) {
-        if ((linear >> j) & 1U) out += (out.empty() ? "" : ",") + std::to_string(j + 1);
+        if ((linear >> j) & 1U) out.push_back(j + 1);
     }
     return out;
 }
+
+std::string linear_joints_text(std::uint32_t linear) { return fmt::format("{}", fmt::join(linear_joints(linear), ",")); }
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "warpguard/recording.hpp"
 
@@ -36,7 +37,9 @@ struct PositionUnits {
     // The factor that takes joint `joint`'s (0-based) value as sent to rad or m.
     double to_si(std::size_t joint) const;
 };
-// "3" or "3,7": the 1-based joints of a mask, as the handshake option `linear=` lists them.
+// The 1-based joints of a linear mask: {3} or {3, 7}; as text "3" or "3,7", as the handshake option
+// `linear=` lists them.
+std::vector<std::size_t> linear_joints(std::uint32_t linear);
 std::string linear_joints_text(std::uint32_t linear);
 
 std::string to_string(Vendor v);
