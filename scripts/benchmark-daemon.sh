@@ -108,11 +108,15 @@ itself; the daemon's own deadline is three quarters of that (15 ms) and a later 
 
 Where the time goes: "daemon decision" is the daemon's own time from a parsed sample to its
 decision (\`processing_us\` of \`warpguard ctl robots\`), averaged over the robots; nearly all of it
-is the streaming matcher's sweep. On this profile's windows the pruning keeps about two thirds of
-the 30 x $ref cells alive (the torques are quantised, and at standstill a flat window matches any
-flat stretch of the reference about equally well), so the match costs a near-full sweep every
-sample; the matcher then uses its lockstep sweep, all joints side by side in vector lanes
-(docs/performance.md, "Why two sweeps"). Until 2026-11-23 about 1.5 % of these windows overflowed the
+is the streaming matcher's sweep. On this profile's windows the pruning keeps many cells alive (the
+torques are quantised, and at standstill a flat window matches any flat stretch of the reference
+about equally well): 7-41 % of each joint's 30 x $ref cells are below the optimum, and the rows
+live in any of the six joints cover about two thirds of the matrix (measured 2026-12-04). The
+matcher sweeps each joint's own live cells in float lanes (the float wavefront, docs/performance.md,
+"Why two sweeps"); until 2026-12-04 it chose the lockstep sweep here, all joints side by side in
+vector lanes over the rows live in any of them, and the decisions took
+513 / 499 / 559 µs mean (1 / 4 / 16 robots) against 387 / 436 / 407 µs with the float wavefront,
+measured one after the other on the same host. Until 2026-11-23 about 1.5 % of these windows overflowed the
 matcher's cell arena and fell back to the published algorithm at about 5 ms each, which set the
 p99 at 5.8-6.3 ms; the matcher no longer has an arena or a fallback. The maxima of a few
 milliseconds are single stalls of this virtual machine (a thread sleeping 1 ms here has been seen

@@ -128,30 +128,48 @@ double StreamingMdtw::float_error_bound(std::size_t window, std::size_t max_widt
 }
 
 void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_first) {
-    SweepKernel used = next_;
-    const bool lockstep = used == SweepKernel::Lockstep || used == SweepKernel::LockstepFloat;
+    // The double sweep: forced, or Auto's choice from the last double sweep's work (below).
+    const bool lockstep = next_ == SweepKernel::Lockstep || next_ == SweepKernel::LockstepFloat;
+    // The float sweep, where it is built and the references fit floats: forced, or under Auto the
+    // wavefront outside a pause; never for an early exit. Auto takes the float wavefront whatever
+    // the work: measured on recordings of simulated robots (docs/performance.md, "Why two sweeps")
+    // it beat both lockstep sweeps also where two thirds of the cells stay alive, where the double
+    // wavefront lost to the lockstep sweep; it loses only where ties send joints to the exact
+    // sweep, which the pauses below catch.
+    bool use_float = false;
+    bool float_lockstep = false;
+    if (!stop_at_first) {
+        if (kernel_ == SweepKernel::LockstepFloat) {
+            use_float = lockstep_float_->usable();
+            float_lockstep = true;
+        } else if (kernel_ == SweepKernel::WavefrontFloat || (kernel_ == SweepKernel::Auto && float_pause_ == 0)) {
+            use_float = wavefront_float_->usable();
+        }
+    }
     const std::uint64_t before = cells();
     std::fill(settled_.begin(), settled_.end(), false);
-    // The float form of the chosen sweep where it is built and the references fit floats: forced,
-    // or Auto outside a pause; never for an early exit.
-    const bool float_usable = lockstep ? lockstep_float_->usable() : wavefront_float_->usable();
-    const bool want_float = kernel_ == SweepKernel::WavefrontFloat || kernel_ == SweepKernel::LockstepFloat ||
-                            (kernel_ == SweepKernel::Auto && float_pause_ == 0);
-    if (!stop_at_first && float_usable && want_float) {
+    SweepKernel used;
+    if (use_float) {
         const std::uint64_t fallbacks = float_fallbacks_;
-        run_float_sweep(windows, lockstep);
-        used = lockstep ? SweepKernel::LockstepFloat : SweepKernel::WavefrontFloat;
+        run_float_sweep(windows, float_lockstep, lockstep);
+        used = float_lockstep ? SweepKernel::LockstepFloat : SweepKernel::WavefrontFloat;
         // Windows whose ends tie within the float error (flat stretches of quantised readings)
         // send their joints to the exact sweep, which then costs more than it alone would: after a
         // sample where more than a quarter of the joints went there, Auto sweeps in doubles for a
-        // while before it tries the float sweep again.
+        // while before it tries the float sweep again; for twice as long if that try fails too.
         if ((float_fallbacks_ - fallbacks) * 4 > joints_) {
-            float_pause_ = kFloatPause;
+            float_pause_ = float_pause_next_;
+            float_pause_next_ = std::min(2 * float_pause_next_, kFloatPauseMax);
             ++float_pauses_;
+        } else if (float_pause_next_ > kFloatPause) {
+            --float_pause_next_;
         }
     } else {
         // Doubles: chosen, in a pause, an early exit, or a float sweep not usable here.
-        if (!stop_at_first && float_pause_ > 0) --float_pause_;
+        if (!stop_at_first && float_pause_ > 0) {
+            --float_pause_;
+            ++float_paused_samples_;
+        }
         used = lockstep ? SweepKernel::Lockstep : SweepKernel::Wavefront;
         if (lockstep) {
             lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
@@ -163,23 +181,24 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
     // says much about the next sample's work.
     if (stop_at_first) return;
     last_ = used;
-    if (kernel_ != SweepKernel::Auto) return;
-    // The next sample's sweep is chosen by this one's work, as a fraction of the full matrices of
-    // the lanes it ran (the windows of consecutive samples overlap in all but one sample). The
-    // lockstep sweep pays for the union of the joints' live cells, the wavefront for each joint's
-    // own plus the ends of its blocks, at about 1.5 times the work per step (shifts between lanes).
-    // Where most cells of every joint are alive (standstills of quantised torques), the union is
-    // hardly larger than one joint's share and the lockstep sweep wins; where few are alive they
-    // lie in different places for different joints and the wavefront wins (docs/performance.md:
-    // both kernels on both kinds of stream). The two thresholds leave a band between them so that
-    // the choice does not flip at every sample.
+    if (kernel_ != SweepKernel::Auto || use_float) return;
+    // The next double sweep is chosen by this one's work, as a fraction of the full matrices of
+    // the lanes it ran (the windows of consecutive samples overlap in all but one sample; a float
+    // sweep's 16-lane steps count differently and are left out). The lockstep sweep pays for the
+    // union of the joints' live cells, the wavefront for each joint's own plus the ends of its
+    // blocks, at about 1.5 times the work per step (shifts between lanes). Where most cells of
+    // every joint are alive (standstills of quantised torques), the union is hardly larger than
+    // one joint's share and the lockstep sweep wins; where few are alive they lie in different
+    // places for different joints and the wavefront wins (docs/performance.md: both kernels on
+    // both kinds of stream). The two thresholds leave a band between them so that the choice does
+    // not flip at every sample.
     const double full = static_cast<double>(joints_) * static_cast<double>(m_) * static_cast<double>(n_);
     const double work = static_cast<double>(cells() - before) / full;
     if (!lockstep && work > kToLockstep) next_ = SweepKernel::Lockstep;
     if (lockstep && work < kToWavefront) next_ = SweepKernel::Wavefront;
 }
 
-void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockstep) {
+void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockstep, bool exact_lockstep) {
     // The float sweep keeps every cell whose double value is <= UB (its bound is UB + E) and
     // reports the ends that can be the optimum. A joint without a finite bound (a stream's first
     // sample) has no E and goes to the exact sweep at once.
@@ -225,8 +244,8 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockst
         if (std::isfinite(c.best)) bounds_[joint] = std::min(bounds_[joint], c.best + e);
         exact = true;
     }
-    if (exact && lockstep) lockstep_->sweep(windows, bounds_.data(), false, found_.data());
-    if (exact && !lockstep) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
+    if (exact && exact_lockstep) lockstep_->sweep(windows, bounds_.data(), false, found_.data());
+    if (exact && !exact_lockstep) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
 }
 
 double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const double> a) const {

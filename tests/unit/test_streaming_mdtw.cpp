@@ -63,6 +63,7 @@ struct Counts {
     std::size_t lockstep = 0, wavefront = 0, wavefront_float = 0, lockstep_float = 0;  // samples swept by each kernel
     std::uint64_t float_fallbacks = 0;  // joints the float sweep handed to the exact one
     std::uint64_t float_pauses = 0;     // Auto: times it swept in doubles for a while after many fallbacks
+    std::uint64_t float_paused_samples = 0;  // ... and the samples it swept in doubles then
 };
 
 std::size_t& samples_of(Counts& counts, StreamingMdtw::SweepKernel kernel) {
@@ -136,6 +137,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
     counts.cells += streaming.cells();
     counts.float_fallbacks += streaming.float_fallbacks();
     counts.float_pauses += streaming.float_pauses();
+    counts.float_paused_samples += streaming.float_paused_samples();
 }
 
 }  // namespace
@@ -159,25 +161,25 @@ TEST_CASE("the streaming matcher returns exactly the published mDTW on 10,000+ r
     INFO("windows " << counts.windows << ", optimum jumps " << counts.jumps);
     CHECK(counts.windows >= 10000);
     CHECK(counts.jumps >= 20);  // the periodic streams really made the optimum jump between cycles
-    // The automatic choice used both sweeps (the quantised and plateaued windows keep most cells alive).
+    // The automatic choice used the lockstep sweep where the quantised and plateaued windows keep
+    // most cells alive.
     INFO("samples swept: lockstep " << counts.lockstep << ", wavefront " << counts.wavefront << ", float wavefront "
                                     << counts.wavefront_float << ", float lockstep " << counts.lockstep_float
-                                    << "; float fallbacks " << counts.float_fallbacks);
-    CHECK(counts.lockstep + counts.lockstep_float >= 100);
-    if (!StreamingMdtw::float_lockstep_built()) CHECK(counts.lockstep_float == 0u);
+                                    << "; float fallbacks " << counts.float_fallbacks << ", float pauses "
+                                    << counts.float_pauses << " (" << counts.float_paused_samples << " samples)");
+    CHECK(counts.lockstep >= 100);
+    CHECK(counts.lockstep_float == 0u);  // Auto never takes it (docs/performance.md, "Why two sweeps")
     if (StreamingMdtw::float_sweep_built()) {
-        // Auto takes the float form of a sweep where it would take the double one, except for a
-        // while after a sample whose ties sent many joints to the exact sweep: every double sample
-        // of a sweep that has a float form lies in such a pause, and each pause followed at least
-        // one fallback.
-        const std::size_t doubles = counts.wavefront + (StreamingMdtw::float_lockstep_built() ? counts.lockstep : 0u);
-        INFO("float pauses " << counts.float_pauses);
+        // Auto takes the float wavefront, except for a while after a sample whose ties sent many
+        // joints to the exact sweep: every double sample lies in such a pause, and each pause
+        // followed at least one fallback.
         CHECK(counts.wavefront_float >= 100);
-        if (StreamingMdtw::float_lockstep_built()) CHECK(counts.lockstep_float >= 100);
-        CHECK(doubles <= counts.float_pauses * StreamingMdtw::float_pause_samples());
+        CHECK(counts.lockstep + counts.wavefront == counts.float_paused_samples);
+        CHECK(counts.float_paused_samples <= counts.float_pauses * StreamingMdtw::float_pause_max_samples());
         CHECK(counts.float_pauses <= counts.float_fallbacks);
     } else {
         CHECK(counts.wavefront >= 100);
+        CHECK(counts.float_paused_samples == 0u);
     }
     // ... and pruned: the sweeps computed a fraction of the full matrices.
     INFO("cells " << counts.cells << " of " << counts.full_cells);
@@ -263,6 +265,48 @@ TEST_CASE("the float sweep settles ends that tie in several identical cycles wit
     CHECK(in_first_cycle > 1000);
     // Before the clusters, every one of these joints went to the exact sweep.
     CHECK(streaming.float_fallbacks() == 0);
+}
+
+TEST_CASE("Auto pauses the float sweep after ties, twice as long each time a retry ties again", "[streaming]") {
+    if (!StreamingMdtw::float_sweep_built()) return;  // nothing to check: the build has no float sweep
+    // A flat reference and a flat window, as a robot at rest with quantised readings: every end
+    // ties exactly, more than the float sweep can settle, so every float try sends every joint to
+    // the exact sweep. Auto then sweeps in doubles for 32 samples, and after each failed retry for
+    // twice as long, up to float_pause_max_samples().
+    const std::size_t m = 8, n = 120, joints = 4;
+    std::vector<std::vector<double>> refs(joints, std::vector<double>(n, 1.5));
+    StreamingMdtw streaming(m, refs);
+    PublishedMdtw oracle(m, n);
+    const std::vector<double> window(m, 1.5), windows(joints * m, 1.5);
+    // The model: the first sample has no bound (swept exactly, not a tie); then float tries and pauses.
+    std::size_t pause = 0, next = StreamingMdtw::float_pause_samples();
+    std::uint64_t pauses = 0, paused = 0;
+    const std::size_t samples = 1 + 32 + 64 + 128 + 256 + 512 + 1024 + 1024 + 8;
+    for (std::size_t s = 0; s < samples; ++s) {
+        streaming.match(windows);
+        const bool tried = s > 0 && pause == 0;
+        if (tried) {
+            ++pauses;
+            pause = next;
+            next = std::min(2 * next, StreamingMdtw::float_pause_max_samples());
+        } else if (s > 0) {
+            --pause;
+            ++paused;
+        }
+        INFO("sample " << s);
+        const bool float_sweep = streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat;
+        REQUIRE(float_sweep == (s == 0 || tried));
+        REQUIRE(streaming.float_pauses() == pauses);
+        REQUIRE(streaming.float_paused_samples() == paused);
+        const auto& expected = oracle.match(window, refs[0]);
+        for (std::size_t k = 0; k < joints; ++k) {
+            REQUIRE(streaming.result(k).cost == expected.cost);
+            REQUIRE(streaming.result(k).end == expected.end);
+            REQUIRE(streaming.result(k).start == expected.start);
+        }
+    }
+    CHECK(pauses == 8);  // 32, 64, 128, 256, 512, 1024, 1024, and the last try's
+    CHECK(streaming.float_fallbacks() == pauses * joints);
 }
 
 TEST_CASE("the streaming matcher stays exact on windows that keep most cells alive", "[streaming]") {

@@ -88,21 +88,27 @@ public:
     // wavefront counts every lane of its steps, also those outside the matrix at a block's ends).
     std::uint64_t cells() const;
 
-    // Which sweep step 2 uses: Auto (the default) chooses per sample from the previous sample's work,
-    // and takes the chosen sweep in float lanes where that is built (the wavefront with AVX2 or
-    // AVX-512, the lockstep sweep with AVX2 but not AVX-512) and the sample has a bound; the others
-    // force one, for tests and benchmarks (the float ones still sweep a stream's first sample, which
-    // has no bound, in doubles). Results are identical either way.
+    // Which sweep step 2 uses: Auto (the default) takes the wavefront in float lanes where that is
+    // built (AVX2 or AVX-512) and the sample has a bound; in doubles (a stream's first sample, a
+    // pause after ties, a build without it) it chooses between the lockstep sweep and the
+    // wavefront per sample from the previous double sweep's work. The others force one, for tests
+    // and benchmarks (the float ones still sweep a stream's first sample, which has no bound, in
+    // doubles; the lockstep sweep in float lanes is built with AVX2 but not AVX-512). Results are
+    // identical either way.
     enum class SweepKernel { Auto, Lockstep, Wavefront, WavefrontFloat, LockstepFloat };
     void set_kernel(SweepKernel kernel);
     SweepKernel last_kernel() const { return last_; }  // the sweep the last match() used
     // Joints the float sweep handed to the exact double sweep so far (an end too uncertain or a
     // segment too wide to settle from the float values).
     std::uint64_t float_fallbacks() const { return float_fallbacks_; }
-    // Times Auto paused the float sweep (kFloatPause samples in doubles each) after a sample whose
-    // ties sent over a quarter of the joints to the exact sweep.
+    // Times Auto paused the float sweep after a sample whose ties sent over a quarter of the joints
+    // to the exact sweep, and the samples it swept in doubles in those pauses. A pause lasts
+    // float_pause_samples(), twice the last one if the float sweep failed again at once (up to
+    // float_pause_max_samples()), one sample shorter after each sample the float sweep settled.
     std::uint64_t float_pauses() const { return float_pauses_; }
+    std::uint64_t float_paused_samples() const { return float_paused_samples_; }
     static constexpr std::size_t float_pause_samples() { return kFloatPause; }
+    static constexpr std::size_t float_pause_max_samples() { return kFloatPauseMax; }
     // Whether this build has the float sweep (it needs AVX2 or AVX-512 on the build host).
     static bool float_sweep_built();
     // Whether this build has the lockstep sweep in float lanes (AVX2 without AVX-512).
@@ -121,8 +127,11 @@ private:
     static constexpr double kToLockstep = 0.25;
     static constexpr double kToWavefront = 0.10;
     // Auto: samples swept in doubles after the float sweep sent over a quarter of the joints to the
-    // exact sweep (a documented default: a retry costs at most 1/32 of the samples' float sweeps).
+    // exact sweep (a documented default: a retry costs at most 1/32 of the samples' float sweeps),
+    // doubled while every retry fails, up to kFloatPauseMax (about 2-4 s of a 250-500 Hz robot, a
+    // long wait of quantised readings: one failed retry in it then costs at most 1/1024).
     static constexpr std::size_t kFloatPause = 32;
+    static constexpr std::size_t kFloatPauseMax = 1024;
 
     // Upper bound for joint `joint` from its previous path; +inf if there is none.
     double shifted_path_bound(std::size_t joint, std::span<const double> a) const;
@@ -131,7 +140,8 @@ private:
     void run_sweep(std::span<const double> windows, bool stop_at_first);
     // Step 2 in float lanes: joints it settles keep their clusters of candidate ends in
     // candidates_; the rest are swept exactly.
-    void run_float_sweep(std::span<const double> windows, bool lockstep);
+    // `exact_lockstep` chooses the double sweep for the joints it cannot settle.
+    void run_float_sweep(std::span<const double> windows, bool lockstep, bool exact_lockstep);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
@@ -161,6 +171,8 @@ private:
     std::uint64_t float_fallbacks_ = 0;
     std::uint64_t float_pauses_ = 0;
     std::size_t float_pause_ = 0;  // Auto: samples left before the float sweep is tried again
+    std::size_t float_pause_next_ = kFloatPause;  // the next pause's length
+    std::uint64_t float_paused_samples_ = 0;
     std::unique_ptr<double[]> region_;  // the matched segment's cells for the path rebuild
     std::unique_ptr<std::size_t[]> row_lo_, row_hi_;  // its live cells per row
 };
