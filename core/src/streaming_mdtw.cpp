@@ -133,9 +133,9 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
     // The float sweep, where it is built and the references fit floats: forced, or under Auto the
     // wavefront outside a pause; never for an early exit. Auto takes the float wavefront whatever
     // the work: measured on recordings of simulated robots (docs/performance.md, "Why two sweeps")
-    // it beat both lockstep sweeps also where two thirds of the cells stay alive, where the double
-    // wavefront lost to the lockstep sweep; it loses only where ties send joints to the exact
-    // sweep, which the pauses below catch.
+    // it beat both lockstep sweeps also where the rows live in some joint cover two thirds of the
+    // matrix, where the double wavefront lost to the lockstep sweep; it loses where ties send
+    // joints to the exact sweep, which the pauses below catch.
     bool use_float = false;
     bool float_lockstep = false;
     if (!stop_at_first) {
