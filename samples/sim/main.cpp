@@ -13,6 +13,7 @@
 #include "live_robot.hpp"
 #include "robot_cell.hpp"
 #include "warpguard/evaluation.hpp"
+#include "warpguard/number_list.hpp"
 #include "warpguard/recording_csv.hpp"
 
 int main(int argc, char** argv) {
@@ -92,35 +93,11 @@ int main(int argc, char** argv) {
     ident->add_option("--check-out", check_out, "Also write random configurations and their tracked point (joint 0) here");
     ident->add_option("--check-count", check_count, "Configurations in --check-out")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
-    const auto parse_numbers = [](const std::string& text, const char* option) {
-        std::vector<double> v;
-        std::size_t start = 0;
-        while (start <= text.size()) {
-            const auto comma = text.find(',', start);
-            const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            std::size_t used = 0;
-            double x = 0;
-            try {
-                x = std::stod(item, &used);
-            } catch (const std::exception&) {
-                used = 0;
-            }
-            if (used == 0 || used != item.size()) throw std::invalid_argument(fmt::format("{} '{}': '{}' is not a number", option, text, item));
-            v.push_back(x);
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
-        return v;
-    };
     if (*ident) {
         try {
             const RobotDescription robot = load_robot_description(ident_robot);
-            if (!home_text.empty()) procedure.home = parse_numbers(home_text, "--home");
-            if (!tracked_text.empty()) {
-                const auto v = parse_numbers(tracked_text, "--tracked-point");
-                if (v.size() != 3) throw std::invalid_argument(fmt::format("--tracked-point '{}' needs x,y,z", tracked_text));
-                procedure.tracked_point = Eigen::Vector3d(v[0], v[1], v[2]);
-            }
+            if (!home_text.empty()) procedure.home = parse_number_list(home_text, "--home");
+            if (!tracked_text.empty()) procedure.tracked_point = parse_xyz(tracked_text, "--tracked-point");
             procedure.noise = noise_mm * 1e-3;
             if (out.empty() == ident_connect.empty()) throw std::invalid_argument("give exactly one of --out POINTS.csv and --connect HOST:PORT");
             const auto points = sim::run_identification_procedure(robot, procedure);

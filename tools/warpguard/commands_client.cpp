@@ -15,6 +15,7 @@
 #include "robot_scripts.hpp"
 #include "warpguard/envelope.hpp"
 #include "warpguard/json_file.hpp"
+#include "warpguard/number_list.hpp"
 
 namespace warpguard::cli {
 
@@ -438,25 +439,6 @@ void register_ctl(CLI::App& app) {
 }
 
 namespace {
-std::vector<double> parse_csv_numbers(const std::string& text, const char* option) {
-    std::vector<double> v;
-    std::size_t start = 0;
-    while (true) {
-        const auto comma = text.find(',', start);
-        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        std::size_t used = 0;
-        double x = 0;
-        try {
-            x = std::stod(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size()) throw std::runtime_error(fmt::format("{} '{}': '{}' is not a number", option, text, item));
-        v.push_back(x);
-        if (comma == std::string::npos) return v;
-        start = comma + 1;
-    }
-}
 
 struct ScriptArgs {
     std::string vendor, out_dir, signal = "torque", unit = "Nm";
@@ -511,9 +493,8 @@ void register_script(CLI::App& app) {
         }
         std::vector<scripts::ScriptFile> files;
         if (a->identify) {
-            const std::vector<double> tp = parse_csv_numbers(a->tracked, "--tracked-point");
-            if (tp.size() != 3) throw std::runtime_error(fmt::format("--tracked-point '{}' has {} values; expected x,y,z", a->tracked, tp.size()));
-            for (int k = 0; k < 3; ++k) a->identification.tracked[k] = tp[static_cast<std::size_t>(k)];
+            const Eigen::Vector3d tp = parse_xyz(a->tracked, "--tracked-point");
+            for (int k = 0; k < 3; ++k) a->identification.tracked[k] = tp[k];
             files.push_back(scripts::render_identification(scripts::parse_script_vendor(a->vendor), a->options, a->identification));
         } else {
             files = scripts::render(scripts::parse_script_vendor(a->vendor), a->options);

@@ -17,6 +17,7 @@
 #include "warpguard/dynamics.hpp"
 #include "warpguard/identification.hpp"
 #include "warpguard/json_file.hpp"
+#include "warpguard/number_list.hpp"
 #include "warpguard/recording_csv.hpp"
 
 namespace warpguard::cli {
@@ -24,32 +25,6 @@ namespace warpguard::cli {
 namespace {
 
 constexpr double kRadToDeg = 180.0 / M_PI;
-
-std::vector<double> parse_list(const std::string& text, const char* option) {
-    std::vector<double> out;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        std::size_t used = 0;
-        double v = 0;
-        try {
-            v = std::stod(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != item.size() || !std::isfinite(v)) {
-            throw std::invalid_argument(fmt::format("{} '{}': '{}' is not a number", option, text, item));
-        }
-        out.push_back(v);
-    }
-    return out;
-}
-
-Eigen::Vector3d parse_vector3(const std::string& text, const char* option) {
-    const auto v = parse_list(text, option);
-    if (v.size() != 3) throw std::invalid_argument(fmt::format("{} '{}' needs 3 numbers x,y,z, got {}", option, text, v.size()));
-    return {v[0], v[1], v[2]};
-}
 
 void write_json(const std::string& path, const nlohmann::json& j) {
     std::ofstream out(path);
@@ -116,7 +91,7 @@ void run_identify_tcp(const TcpArgs& args) {
     Eigen::Vector3d tcp = Eigen::Vector3d::Zero();
     if (!args.known_point.empty()) {
         // (39): one pose at a point of known base coordinates (the last pose in the file).
-        const Eigen::Vector3d point = parse_vector3(args.known_point, "--known-point");
+        const Eigen::Vector3d point = parse_xyz(args.known_point, "--known-point");
         tcp = tcp_from_known_point(poses.back(), point);
         report["method"] = "known point (39)";
         std::printf("TCP from the last pose at the known point (%.4f, %.4f, %.4f) m (thesis (39))\n", point.x(), point.y(), point.z());
@@ -171,7 +146,7 @@ void run_fk(const FkArgs& args) {
         });
         model.set_tool(with_tool.tool());
     }
-    const auto q = parse_list(args.q, "--q");
+    const auto q = parse_number_list(args.q, "--q");
     if (q.size() != model.dof()) {
         throw std::invalid_argument(fmt::format("--q has {} values; the model has {} joints", q.size(), model.dof()));
     }
@@ -188,9 +163,9 @@ struct CameraArgs {
 };
 
 void run_identify_camera(const CameraArgs& a) {
-    const CameraAlignment al = align_camera_frame(parse_vector3(a.move_x, "--move-x"), parse_vector3(a.move_y, "--move-y"),
-                                                  parse_vector3(a.move_z, "--move-z"), parse_vector3(a.point_camera, "--point-camera"),
-                                                  parse_vector3(a.point_base, "--point-base"));
+    const CameraAlignment al = align_camera_frame(parse_xyz(a.move_x, "--move-x"), parse_xyz(a.move_y, "--move-y"),
+                                                  parse_xyz(a.move_z, "--move-z"), parse_xyz(a.point_camera, "--point-camera"),
+                                                  parse_xyz(a.point_base, "--point-base"));
     std::printf("T_cb (camera <- base), C_c = T_cb (C_b - V_cb), thesis (26)-(36):\n");
     for (int r = 0; r < 3; ++r) std::printf("  %10.6f %10.6f %10.6f\n", al.t_cb(r, 0), al.t_cb(r, 1), al.t_cb(r, 2));
     std::printf("V_cb = (%.6f, %.6f, %.6f)\n", al.v_cb.x(), al.v_cb.y(), al.v_cb.z());
@@ -217,7 +192,7 @@ void run_identify_dynamics(const DynamicsArgs& a) {
     for (const auto& path : a.dry_runs) runs.push_back(read_recording(path));
     std::vector<const Recording*> pointers;
     for (const auto& r : runs) pointers.push_back(&r);
-    const ArmDynamics arm = fit_arm_dynamics(model, pointers, parse_vector3(a.gravity, "--gravity"));
+    const ArmDynamics arm = fit_arm_dynamics(model, pointers, parse_xyz(a.gravity, "--gravity"));
     write_json(a.out, to_json(arm));
     std::printf("%s\n", arm.derivation.at("method").get<std::string>().c_str());
     std::printf("%zu samples of %zu dry run(s)\n", arm.derivation.at("samples").get<std::size_t>(), runs.size());

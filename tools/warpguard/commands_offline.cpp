@@ -21,6 +21,7 @@
 #include "warpguard/json_file.hpp"
 #include "warpguard/lever_length.hpp"
 #include "warpguard/mdtw.hpp"
+#include "warpguard/number_list.hpp"
 #include "warpguard/recording_csv.hpp"
 
 namespace warpguard::cli {
@@ -67,38 +68,6 @@ void write_json(const nlohmann::json& doc, const std::string& path) {
 }
 
 
-Eigen::Vector3d parse_vector(const std::string& text) {
-    std::vector<double> v;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        try {
-            std::size_t used = 0;
-            v.push_back(std::stod(item, &used));
-            if (used != item.size()) throw std::invalid_argument(item);
-        } catch (const std::exception&) {
-            throw std::invalid_argument(fmt::format("--force '{}': '{}' is not a number; expected x,y,z", text, item));
-        }
-    }
-    if (v.size() != 3) throw std::invalid_argument(fmt::format("--force '{}' has {} values; expected x,y,z", text, v.size()));
-    return {v[0], v[1], v[2]};
-}
-
-std::vector<double> parse_vector_any(const std::string& text, const char* option) {
-    std::vector<double> v;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        try {
-            std::size_t used = 0;
-            v.push_back(std::stod(item, &used));
-            if (used != item.size()) throw std::invalid_argument(item);
-        } catch (const std::exception&) {
-            throw std::invalid_argument(fmt::format("{} '{}': '{}' is not a number", option, text, item));
-        }
-    }
-    return v;
-}
 
 std::string fmt_opt(const std::optional<double>& v, double scale, const char* unit) {
     return v ? fmt::format("{:.1f} {}", *v * scale, unit) : std::string("-");
@@ -155,10 +124,10 @@ void run_calibrate(const CalibrateArgs& a) {
     if (opt.method == MatchingMethod::KaMdtw) {
         if (a.model.empty()) throw std::invalid_argument("--method ka-mdtw needs --model MODEL.json");
         opt.kinematics = KinematicsSettings{load_dh_model(a.model),
-                                            ForceDirection::make(parse_force_frame(a.force_frame), parse_vector(a.force)),
+                                            ForceDirection::make(parse_force_frame(a.force_frame), parse_xyz(a.force, "--force")),
                                             a.min_lever, {}};
         if (!a.ka_joints.empty()) {
-            for (double v : parse_vector_any(a.ka_joints, "--ka-joints")) {
+            for (double v : parse_number_list(a.ka_joints, "--ka-joints")) {
                 if (v < 1 || v > static_cast<double>(ref.joints()) || v != std::floor(v)) {
                     throw std::invalid_argument(fmt::format("--ka-joints '{}': {} is not a joint number 1..{}", a.ka_joints, v, ref.joints()));
                 }
