@@ -168,22 +168,10 @@ private:
                    h.vendor);
             return;
         }
-        if (h.framing == protocol::Framing::Ident) {
-            // The identification procedure's own link: lines, one reply each; never a sample link.
-            const RobotSession::Attach a = session->attach_identification(id_, h, remote_);
-            if (!a.accepted) {
-                spdlog::warn("robot link {}: {}", id_, a.reason);
-                reply(protocol::Reply::Stop);
-                close(a.reason);
-                return;
-            }
-            session_ = std::move(session);
-            ident_ = true;
-            consume(consumed);
-            reply(a.reply);
-            return;
-        }
-        const RobotSession::Attach a = session->attach(id_, h, remote_);
+        // The identification procedure's own link carries lines, one reply each; it is never a
+        // sample link.
+        const bool ident = h.framing == protocol::Framing::Ident;
+        const RobotSession::Attach a = ident ? session->attach_identification(id_, h, remote_) : session->attach(id_, h, remote_);
         if (!a.accepted) {
             spdlog::warn("robot link {}: {}", id_, a.reason);
             reply(protocol::Reply::Stop);
@@ -191,7 +179,11 @@ private:
             return;
         }
         session_ = std::move(session);
-        decoder_.emplace(h);
+        if (ident) {
+            ident_ = true;
+        } else {
+            decoder_.emplace(h);
+        }
         consume(consumed);
         reply(a.reply);
     }
