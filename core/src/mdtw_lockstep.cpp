@@ -497,11 +497,7 @@ constexpr bool kFloatLockstep = false;
 bool LockstepFloat::built() { return kFloatLockstep; }
 
 LockstepFloat::LockstepFloat(std::size_t window, std::span<const std::vector<double>> references) {
-    // As WavefrontFloat: values far from overflow, columns below 2^24 (the starts are floats).
-    usable_ = kFloatLockstep && references[0].size() < (std::size_t{1} << 24);
-    for (const auto& r : references) {
-        for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
-    }
+    usable_ = kFloatLockstep && references_fit_floats(references);
 #if defined(__AVX2__) && !defined(__AVX512F__)
     if (usable_) impl_ = std::make_unique<Impl>(window, references);
 #else

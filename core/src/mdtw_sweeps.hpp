@@ -17,6 +17,7 @@
 // Storage is allocated in the constructors; sweep() does not allocate.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -137,6 +138,18 @@ private:
     }
 };
 
+// Floats hold every reference value and column index exactly enough for the float sweeps: finite,
+// far from overflow, and columns below 2^24 (the carried starts are floats).
+inline bool references_fit_floats(std::span<const std::vector<double>> references) {
+    if (references.empty() || references[0].size() >= (std::size_t{1} << 24)) return false;
+    for (const auto& r : references) {
+        for (const double x : r) {
+            if (!std::isfinite(x) || std::abs(x) >= 1e30) return false;
+        }
+    }
+    return true;
+}
+
 // The wavefront in float lanes (twice as many as doubles: 16 per AVX-512 vector, 8 per AVX2), not exact by itself:
 // every value on a path over at most 4m columns is within E of the double one, E bounded by the caller from the values' magnitudes
 // (StreamingMdtw::float_error_bound). It prunes over bound + E, carries per cell the least start
@@ -163,8 +176,10 @@ private:
 // The lockstep sweep in float lanes (8 joints per AVX2 vector instead of 4 doubles), under the same
 // rules as WavefrontFloat: pruning over bound + E, the least start within `tie` of the minimum per
 // cell, and every end within `tie` of the best, per joint. Built where the build has AVX2 but not
-// AVX-512: with AVX-512 eight double lanes already fill one vector, so floats would not halve the
-// vector operations (not measured there).
+// AVX-512: with AVX-512 eight double lanes already fill one vector (built there too and measured on
+// a Zen 4 core on 2026-12-04, docs/performance.md: not kept). The automatic choice never takes it
+// since the float wavefront beat it on the recordings measured (streaming_mdtw.hpp); it runs when
+// forced (`--kernel lockstep-float`, the tests).
 class LockstepFloat {
 public:
     static bool built();

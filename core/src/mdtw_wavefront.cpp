@@ -713,12 +713,7 @@ void CandidateList::clusters(Candidates& r) const {
 bool WavefrontFloat::built() { return kFloatSweep; }
 
 WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<double>> references) {
-    // Floats hold every reference value and column index exactly enough: finite, far from
-    // overflow, and columns below 2^24 (the carried starts are floats).
-    usable_ = kFloatSweep && references[0].size() < (std::size_t{1} << 24);
-    for (const auto& r : references) {
-        for (const double x : r) usable_ = usable_ && std::isfinite(x) && std::abs(x) < 1e30;
-    }
+    usable_ = kFloatSweep && references_fit_floats(references);
 #if defined(__AVX2__)
     if (usable_) impl_ = std::make_unique<Impl>(window, references);
 #else
