@@ -17,9 +17,10 @@ using namespace warpguard;
 
 namespace {
 
-// The suite's three arms, and the held-out 4-axis SCARA: its third joint is prismatic (a quill), so
-// the physics of a sliding joint (a force, not a torque) is checked as well.
-const char* const kRobots[] = {"ur5e-like", "irb120-like", "vp6242-like", "../held-out/hs045-like"};
+// The suite's three arms, the held-out 4-axis SCARA (its third joint is prismatic, a quill: the
+// physics of a sliding joint, a force rather than a torque) and the held-out 7-axis arm (a redundant
+// joint, every DH `a` zero).
+const char* const kRobots[] = {"ur5e-like", "irb120-like", "vp6242-like", "../held-out/hs045-like", "../held-out/lbr7-like"};
 
 RobotDescription robot(const std::string& name) {
     return load_robot_description(std::string(WARPGUARD_ROBOTS_DIR) + "/" + name + ".json");
