@@ -171,11 +171,7 @@ void StreamingMdtw::run_sweep(std::span<const double> windows, bool stop_at_firs
             ++float_paused_samples_;
         }
         used = lockstep ? SweepKernel::Lockstep : SweepKernel::Wavefront;
-        if (lockstep) {
-            lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
-        } else {
-            wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
-        }
+        run_double_sweep(windows, lockstep, stop_at_first);
     }
     // An early exit (exists_within) is not a match: it neither counts as the last match's sweep nor
     // says much about the next sample's work.
@@ -244,8 +240,15 @@ void StreamingMdtw::run_float_sweep(std::span<const double> windows, bool lockst
         if (std::isfinite(c.best)) bounds_[joint] = std::min(bounds_[joint], c.best + e);
         exact = true;
     }
-    if (exact && exact_lockstep) lockstep_->sweep(windows, bounds_.data(), false, found_.data());
-    if (exact && !exact_lockstep) wavefront_->sweep(windows, bounds_.data(), false, found_.data());
+    if (exact) run_double_sweep(windows, exact_lockstep, false);
+}
+
+void StreamingMdtw::run_double_sweep(std::span<const double> windows, bool lockstep, bool stop_at_first) {
+    if (lockstep) {
+        lockstep_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+    } else {
+        wavefront_->sweep(windows, bounds_.data(), stop_at_first, found_.data());
+    }
 }
 
 double StreamingMdtw::shifted_path_bound(std::size_t joint, std::span<const double> a) const {

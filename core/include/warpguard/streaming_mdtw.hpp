@@ -142,6 +142,8 @@ private:
     // candidates_; the rest are swept exactly.
     // `exact_lockstep` chooses the double sweep for the joints it cannot settle.
     void run_float_sweep(std::span<const double> windows, bool lockstep, bool exact_lockstep);
+    // The exact sweep in doubles of every joint with bounds_[joint] >= 0, into found_.
+    void run_double_sweep(std::span<const double> windows, bool lockstep, bool stop_at_first);
     // Step 3 for one joint alone, over the cells of its segment that can be <= the optimum.
     void rebuild_path(std::span<const double> a, const std::vector<double>& b, std::size_t start, std::size_t end,
                       double cost, MatchResult& out);
