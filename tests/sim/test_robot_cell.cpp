@@ -708,6 +708,38 @@ TEST_CASE("an unsigned current's sign is rebuilt through a move whose accelerati
     }
 }
 
+TEST_CASE("an unsigned current's sign is rebuilt where the joint's torque is another link's weight: the 7-axis arm's joint 3",
+          "[sim][units][speed]") {
+    // The held-out LBR7-like kitting, reported as a current, as scripts/held-out-check.sh records
+    // its reference (7 cycles, seed 7001; cycles 1-3 the reference, as calibration chose them).
+    // Joint 3 turns the upper arm about its own axis: its torque is mostly the hand's weight through
+    // the elbow, not its own motion, and from every start built on its own velocity and acceleration
+    // the alternation ended at all +1 (wrong on 76 % of the current, residual share 0.053 against
+    // 0.031 with the torque's sign); that arm as a current stopped 10 times in 100 cycles at 80 %
+    // override, on joint 3 (docs/detection.md). A joint left at one sign now gets starts from each
+    // regressor column's sign too (here a wrist link's first moment; in the held-out check, the
+    // identified model's last link's mass).
+    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
+    const auto [robot, torque, current] =
+        record_twin_files(held_out + "/lbr7-like.json", held_out + "/lbr7-like-kitting.json", 7001, 7, SignalUnit::A);
+    REQUIRE(current.size() == torque.size());
+    std::vector<std::size_t> at;  // the samples of cycles 1-3
+    const Recording cut = cycles_of(current, 1, 3, at);
+    REQUIRE(at.size() > 6000);
+    const CurrentSign rebuilt = rebuild_whole(robot.kinematics, cut);
+    for (const std::size_t j : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {  // joints 2-4, which the fit explains
+        double wrong = 0, all = 0;
+        for (std::size_t i = 0; i < at.size(); ++i) {
+            const double magnitude = std::abs(cut.tau[j][i]), twin = torque.tau[j][at[i]];
+            all += magnitude;
+            if (twin != 0 && (rebuilt.sign[j][i] > 0) != (twin > 0)) wrong += magnitude;
+        }
+        INFO("joint " << j + 1 << ": the sign wrong on " << 100.0 * wrong / all << " % of the current; start "
+                      << rebuilt.derivation["joints"][j]["start"].get<std::string>());
+        CHECK(wrong <= 0.02 * all);
+    }
+}
+
 // A profile calibrated as scripts/held-out-check.sh calibrates (its calibration cycles' seed 7002),
 // on 20 cycles and with the robot's true kinematics; and those cycles.
 struct HeldOutCalibration {
@@ -876,10 +908,13 @@ TEST_CASE("an own copy of the parameters that fails the speed model's safety net
     // Recorded as scripts/held-out-check.sh records (seeds 7001 / 7002 / 7013), fewer cycles, the
     // true kinematics, and without the payload the program declares: with it the sign rebuild
     // gives joint 5 its sign (the declared part as a load, the test after this one), the shared set
-    // explains the joint (90 %) and takes it in, and no joint needs this copy. Measured here:
-    // joints 3 and 5 take it (rank 5; joint 5's part that scales with the speed 0.020 A on a signal
-    // of 0.031 A SD), 6 stop events in 10 cycles at 80 % (joint 5) against 168 with their splits
-    // dropped.
+    // explains the joint (90 %) and takes it in, and no joint needs this copy. Measured here until
+    // 2026-12-04: joints 3 and 5 took it (rank 5), 6 stop events in 10 cycles at 80 % (joint 5)
+    // against 168 with their splits dropped. Since the sign rebuild's starts from single regressor
+    // columns (2026-12-04) joint 5's sign is found without the load too (wrong on 14 % of its
+    // current, not 36 %), its own copy holds (89 % explained), and joint 3 alone takes the shared
+    // set's physics: 2 stop events (joint 5) against 4 with joint 3's split dropped, 2 of them
+    // joint 3's.
     const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
     const RobotDescription robot = reporting_amps(load_robot_description(held_out + "/irb1600-like.json"));
     const sim::Task task = sim::load_task(held_out + "/irb1600-like-palletizing.json", robot.dof());
@@ -909,24 +944,30 @@ TEST_CASE("an own copy of the parameters that fails the speed model's safety net
         std::fill(s.unexplained[j].begin(), s.unexplained[j].end(), 0.0);
         s.coulomb[j] = 0.0;
     }
-    REQUIRE(std::find(backed.begin(), backed.end(), std::size_t{5}) != backed.end());
+    REQUIRE_FALSE(backed.empty());
     options.seed = 7013;
     options.speed_override = 0.8;
     const Recording slow = sim::RobotCell(robot, task, options).record(10);
-    const auto stop_events = [&](const Profile& p, std::string& by_joint) {
+    // All stop events, and in `on_backed` those of the joints that take the shared set's physics.
+    const auto stop_events = [&](const Profile& p, std::string& by_joint, std::size_t& on_backed) {
         Detector detector(p);
         const RunEvaluation run = evaluate_detector("override 80 %", slow, detector);
         std::ostringstream out;
-        for (const auto& e : run.events) out << ' ' << e.decision.joint << '@' << e.t;
+        for (const auto& e : run.events) {
+            out << ' ' << e.decision.joint << '@' << e.t;
+            on_backed += std::find(backed.begin(), backed.end(), e.decision.joint) != backed.end();
+        }
         by_joint = out.str();
         return run.events.size();
     };
     std::string now_at, before_at;
-    const std::size_t now = stop_events(profile, now_at), before = stop_events(dropped, before_at);
+    std::size_t now_backed = 0, before_backed = 0;
+    const std::size_t now = stop_events(profile, now_at, now_backed), before = stop_events(dropped, before_at, before_backed);
     INFO("10 cycles at 80 %: " << now << " stop events with the shared set's physics (joint@t:" << now_at << "), " << before
                                << " with those joints' splits dropped (" << before_at << ")");
-    CHECK(before >= 20);
-    CHECK(now <= before / 10);
+    CHECK(before_backed >= 2);
+    CHECK(now_backed == 0);
+    CHECK(now < before);
 }
 
 TEST_CASE("a part the program declares carrying is a load in the sign rebuild of a joint the shared set leaves out: the IRB 1600-like's "
@@ -939,7 +980,9 @@ TEST_CASE("a part the program declares carrying is a load in the sign rebuild of
     // leaves it out (its own fit explains 79 %). Without a load that comes and goes with the
     // declared part no parameter could follow the box, and the joint fitted one sign throughout:
     // wrong on 36 % of its current in the held-out check's reference, and at 80 % override it
-    // stopped 100 times in 100 cycles (docs/detection.md). The LR Mate-like's wrist joints 4 and 6
+    // stopped 100 times in 100 cycles (docs/detection.md). (Since 2026-12-04 a joint left at one
+    // sign gets starts from single regressor columns, which find part of its sign without the load:
+    // wrong on 14 % here, 1.7 % with it.) The LR Mate-like's wrist joints 4 and 6
     // are left out too, but its 0.3 kg part explains little of what their own fit leaves: their signs
     // stay as without the load.
     const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
@@ -972,7 +1015,7 @@ TEST_CASE("a part the program declares carrying is a load in the sign rebuild of
         const double wrong = wrong_share(irb, with_load, 4), wrong_without = wrong_share(irb, without, 4);
         INFO("joint 5's sign wrong on " << 100 * wrong << " % of its current with the declared part as a load, " << 100 * wrong_without
                                         << " % without");
-        CHECK(wrong_without >= 0.2);
+        CHECK(wrong_without >= 4 * wrong);
         CHECK(wrong <= 0.05);
         // Every other joint: no worse than without the load by more than 1 % of its current.
         for (const std::size_t j : {0, 1, 2, 3, 5}) {
