@@ -672,6 +672,26 @@ TEST_CASE("an unsigned current's rebuilt sign is the torque's wherever the kinem
     }
 }
 
+// A held-out robot's task reported as a current, as scripts/held-out-check.sh records its reference
+// (7 cycles, seed 7001), with its torque twin: cycles 1..`last` cut as the reference calibration
+// chose (`at`: which samples of the recording they are) and their sign rebuilt with the true
+// kinematics.
+struct RebuiltHeldOut {
+    Twins twins;
+    std::vector<std::size_t> at;
+    Recording cut;
+    CurrentSign rebuilt;
+};
+RebuiltHeldOut rebuild_held_out(const std::string& robot_file, const std::string& task_file, long last) {
+    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out/";
+    RebuiltHeldOut out;
+    out.twins = record_twin_files(held_out + robot_file, held_out + task_file, 7001, 7, SignalUnit::A);
+    REQUIRE(out.twins.current.size() == out.twins.torque.size());
+    out.cut = cycles_of(out.twins.current, 1, last, out.at);
+    out.rebuilt = rebuild_whole(out.twins.robot.kinematics, out.cut);
+    return out;
+}
+
 TEST_CASE("an unsigned current's sign is rebuilt through a move whose acceleration outweighs the gravity torque: the GP8-like's shoulder",
           "[sim][units][speed]") {
     // The held-out GP8-like dispensing, reported as a current, as scripts/held-out-check.sh records
@@ -682,18 +702,12 @@ TEST_CASE("an unsigned current's sign is rebuilt through a move whose accelerati
     // current's rms, and that arm as a current stopped 1,668 times in 100 cycles at 80 % override
     // (docs/detection.md). Whole segments between the current's dips are now flipped where that
     // lowers the residual.
-    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
-    const auto [robot, torque, current] =
-        record_twin_files(held_out + "/gp8-like.json", held_out + "/gp8-like-dispensing.json", 7001, 7, SignalUnit::A);
-    REQUIRE(current.size() == torque.size());
-    std::vector<std::size_t> at;  // the samples of cycles 1-2
-    const Recording cut = cycles_of(current, 1, 2, at);
+    const auto [twins, at, cut, rebuilt] = rebuild_held_out("gp8-like.json", "gp8-like-dispensing.json", 2);
     REQUIRE(at.size() > 4000);
-    const CurrentSign rebuilt = rebuild_whole(robot.kinematics, cut);
     for (const std::size_t j : {std::size_t{1}, std::size_t{2}}) {  // the shoulder and the elbow, which the fit explains
         double wrong = 0, all = 0, out_of_home = 0;
         for (std::size_t i = 0; i < at.size(); ++i) {
-            const double magnitude = std::abs(cut.tau[j][i]), twin = torque.tau[j][at[i]];
+            const double magnitude = std::abs(cut.tau[j][i]), twin = twins.torque.tau[j][at[i]];
             all += magnitude * magnitude;
             if (twin != 0 && (rebuilt.sign[j][i] > 0) != (twin > 0)) {
                 wrong += 4 * magnitude * magnitude;
@@ -719,18 +733,12 @@ TEST_CASE("an unsigned current's sign is rebuilt where the joint's torque is ano
     // override, on joint 3 (docs/detection.md). A joint left at one sign now gets starts from each
     // regressor column's sign too (here a wrist link's first moment; in the held-out check, the
     // identified model's last link's mass).
-    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
-    const auto [robot, torque, current] =
-        record_twin_files(held_out + "/lbr7-like.json", held_out + "/lbr7-like-kitting.json", 7001, 7, SignalUnit::A);
-    REQUIRE(current.size() == torque.size());
-    std::vector<std::size_t> at;  // the samples of cycles 1-3
-    const Recording cut = cycles_of(current, 1, 3, at);
+    const auto [twins, at, cut, rebuilt] = rebuild_held_out("lbr7-like.json", "lbr7-like-kitting.json", 3);
     REQUIRE(at.size() > 6000);
-    const CurrentSign rebuilt = rebuild_whole(robot.kinematics, cut);
     for (const std::size_t j : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {  // joints 2-4, which the fit explains
         double wrong = 0, all = 0;
         for (std::size_t i = 0; i < at.size(); ++i) {
-            const double magnitude = std::abs(cut.tau[j][i]), twin = torque.tau[j][at[i]];
+            const double magnitude = std::abs(cut.tau[j][i]), twin = twins.torque.tau[j][at[i]];
             all += magnitude;
             if (twin != 0 && (rebuilt.sign[j][i] > 0) != (twin > 0)) wrong += magnitude;
         }
