@@ -1588,8 +1588,8 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
         }
         // A joint that every start above left at one sign throughout either has a torque of one
         // sign (a shoulder holding the arm up) or one whose sign its own motion does not show: the
-        // 7-axis arm's joint 3, turning the upper arm about its own axis, carries mostly the hand's
-        // weight through the elbow, and every start ended at all +1 (the torque twin's sign is -
+        // 7-axis arm's joint 3, turning the upper arm about its own axis, carries mostly what the
+        // links beyond it weigh and do, and every start ended at all +1 (the torque twin's sign is -
         // on 76 % of the current; residual share 0.053 against 0.031 with the twin's sign; 10
         // false stops in 100 cycles at 80 % override). Such a joint gets starts from each
         // regressor column alone too: the sign of one parameter's own torque (a link's weight at

@@ -726,8 +726,8 @@ TEST_CASE("an unsigned current's sign is rebuilt where the joint's torque is ano
           "[sim][units][speed]") {
     // The held-out LBR7-like kitting, reported as a current, as scripts/held-out-check.sh records
     // its reference (7 cycles, seed 7001; cycles 1-3 the reference, as calibration chose them).
-    // Joint 3 turns the upper arm about its own axis: its torque is mostly the hand's weight through
-    // the elbow, not its own motion, and from every start built on its own velocity and acceleration
+    // Joint 3 turns the upper arm about its own axis: its torque comes mostly from the links beyond
+    // it, not its own motion, and from every start built on its own velocity and acceleration
     // the alternation ended at all +1 (wrong on 76 % of the current, residual share 0.053 against
     // 0.031 with the torque's sign); that arm as a current stopped 10 times in 100 cycles at 80 %
     // override, on joint 3 (docs/detection.md). A joint left at one sign now gets starts from each
