@@ -108,6 +108,15 @@ Eigen::VectorXd DynamicsRegressor::parameters(const std::vector<LinkDynamics>& l
     return pi;
 }
 
+std::string DynamicsRegressor::column_name(std::size_t c) const {
+    static constexpr const char* kLink[] = {"mass",       "first moment x", "first moment y", "first moment z", "inertia xx",
+                                            "inertia xy", "inertia xz",     "inertia yy",     "inertia yz",     "inertia zz"};
+    static constexpr const char* kJoint[] = {"armature", "viscous friction", "Coulomb friction", "offset"};
+    const std::size_t links = kLinkParameters * dof();
+    if (c < links) return fmt::format("link {} {}", c / kLinkParameters + 1, kLink[c % kLinkParameters]);
+    return fmt::format("joint {} {}", (c - links) / kJointParameters + 1, kJoint[(c - links) % kJointParameters]);
+}
+
 void smooth_derivatives(std::span<const double> t, std::span<const double> q, std::size_t half_width, std::span<double> qd,
                         std::span<double> qdd) {
     const std::size_t n = q.size();
@@ -1509,16 +1518,6 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
         magnitudes[j].resize(static_cast<Eigen::Index>(size));
         for (std::size_t k = 0; k < size; ++k) magnitudes[j](static_cast<Eigen::Index>(k)) = std::abs(reference.tau[j][k]);
     }
-    // A regressor column's parameter, for the derivation: the links' ten, the joints' four, then
-    // the declared part's (kLoadColumns).
-    const auto column_name = [&](std::size_t c) -> std::string {
-        static constexpr const char* kLink[] = {"mass", "first moment x", "first moment y", "first moment z", "inertia xx",
-                                                "inertia xy", "inertia xz", "inertia yy", "inertia yz", "inertia zz"};
-        static constexpr const char* kJoint[] = {"armature", "viscous friction", "Coulomb friction", "offset"};
-        if (c < kLinkParameters * n) return fmt::format("link {} {}", c / kLinkParameters + 1, kLink[c % kLinkParameters]);
-        if (c < cols) return fmt::format("joint {} {}", (c - kLinkParameters * n) / kJointParameters + 1, kJoint[(c - kLinkParameters * n) % kJointParameters]);
-        return fmt::format("declared part column {}", c - cols + 1);
-    };
     // One joint's own fit: the sign of its current from the regressor rows `y` alone.
     struct OwnFit {
         std::vector<std::int8_t> sign;
@@ -1602,7 +1601,9 @@ CurrentSign rebuild_current_sign(const DhModel& model, const Reference& referenc
             const double largest_column = y.colwise().squaredNorm().maxCoeff();
             for (Eigen::Index c = 0; c < y.cols(); ++c) {
                 if (y.col(c).squaredNorm() <= 1e-12 * largest_column) continue;  // a link before the joint: no torque on it
-                start(column_name(static_cast<std::size_t>(c)), [&](std::size_t k) { return y(static_cast<Eigen::Index>(k), c); });
+                const auto column = static_cast<std::size_t>(c);  // past the regressor's: the declared part's
+                start(column < cols ? regressor.column_name(column) : fmt::format("declared part column {}", column - cols + 1),
+                      [&](std::size_t k) { return y(static_cast<Eigen::Index>(k), c); });
             }
         }
         // Where the fit is within the clear band the sign so far is the start's guess, and the fit,

@@ -67,6 +67,8 @@ public:
     // 1 viscous, 2 Coulomb, 3 offset).
     std::size_t link_column(std::size_t k, std::size_t p) const { return kLinkParameters * k + p; }
     std::size_t joint_column(std::size_t j, std::size_t p) const { return joint_parameter_column(dof(), j, p); }
+    // Column c's parameter for a person ("link 3 mass", "joint 2 Coulomb friction"); c < columns().
+    std::string column_name(std::size_t c) const;
 
     // y (dof x columns) = Y(q, qd, qdd); with `gravity` false the gravity columns are left out (the
     // motion-dependent part alone). Does not allocate.
