@@ -399,11 +399,10 @@ Recording RobotCell::record(std::size_t cycles) {
             const int body = sim.link_body(static_cast<int>(contact->link) - 1);
             const mjtNum* origin = sim.data()->xpos + 3 * body;
             const mjtNum* rot = sim.data()->xmat + 9 * body;
-            // The next frame's origin in this body's frame: the link's far end.
-            const Eigen::Isometry3d link = robot_.kinematics.link_transform(contact->link - 1, 0.0);
             Eigen::Matrix3d r;
             r << rot[0], rot[1], rot[2], rot[3], rot[4], rot[5], rot[6], rot[7], rot[8];
-            const Eigen::Vector3d point = Eigen::Vector3d(origin[0], origin[1], origin[2]) + r * (contact->along * link.translation());
+            const Eigen::Vector3d reach = contact_reach(robot_.kinematics, contact->link);
+            const Eigen::Vector3d point = Eigen::Vector3d(origin[0], origin[1], origin[2]) + r * (contact->along * reach);
             const Eigen::Vector3d f = force * contact->direction.normalized();
             const mjtNum* com = sim.data()->xipos + 3 * body;
             const Eigen::Vector3d moment = (point - Eigen::Vector3d(com[0], com[1], com[2])).cross(f);
@@ -482,6 +481,20 @@ Recording RobotCell::record(std::size_t cycles) {
     }
     simulated_ = t + pre;
     return rec;
+}
+
+Eigen::Vector3d contact_reach(const DhModel& kinematics, std::size_t link) {
+    const std::size_t joints = kinematics.joints().size();
+    if (link < 1 || link > joints) {
+        throw std::invalid_argument(fmt::format("contact link {} out of range: expected 1..{}", link, joints));
+    }
+    constexpr double kNoLength = 1e-6;  // m, as the model's capsules (mujoco_model.cpp)
+    // From this link's body frame (the frame before it, turned by its joint) to frame j, at zero angles
+    // beyond this link: the frames the link's housing would carry.
+    Eigen::Isometry3d to = kinematics.link_transform(link - 1, 0.0);
+    for (std::size_t j = link; to.translation().norm() <= kNoLength && j < joints; ++j) to = to * kinematics.link_transform(j, 0.0);
+    if (to.translation().norm() <= kNoLength) to = to * kinematics.tool();
+    return to.translation();
 }
 
 double RobotCell::reported(std::size_t joint, double torque) const {

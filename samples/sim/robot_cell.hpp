@@ -55,7 +55,7 @@ Task load_task(const std::string& path, std::size_t joints);
 struct Contact {
     double start = 0.0;       // s of simulated time (of task time with CellOptions::disturb_in_task_time)
     std::size_t link = 1;     // 1-based
-    double along = 0.7;       // fraction of the way from the link's joint to the next frame
+    double along = 0.7;       // fraction of the way along the link (contact_reach)
     Eigen::Vector3d direction = Eigen::Vector3d::UnitX();  // in the world frame, normalised on use
     enum class Profile { Impact, Push, Clamp } profile = Profile::Impact;
     double peak = 100.0;      // N
@@ -149,6 +149,15 @@ private:
     double peak_force_ = 0.0;
     std::optional<double> stop_time_;
 };
+
+// Where a contact on `link` (1-based) can land, in the link's own body frame (origin on its joint's
+// axis): a contact lies at `along` times this vector. It is the next frame's origin, the link's far
+// end. A link with no length of its own (DH a = d = 0: a wrist or shoulder whose axes meet) has its
+// frame at its joint, where a force may pass through every axis it could turn (the 7-axis arm's link
+// 2: the shoulder's axis intersection) and no joint feels it; a real housing meets a push off the
+// axes. Such a link reaches instead to the next frame that lies away from its joint (the tool point
+// after the last link): its housing is taken to hold the start of the next stretch of the arm.
+Eigen::Vector3d contact_reach(const DhModel& kinematics, std::size_t link);
 
 // Random contacts spread over cycles, links, profiles, magnitudes and phases, deterministic in `seed`.
 std::vector<Contact> random_contacts(std::size_t count, const std::vector<double>& cycle_starts, double cycle_length,

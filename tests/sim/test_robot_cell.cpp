@@ -289,6 +289,75 @@ TEST_CASE("contacts are in the ground truth with their peak force and link", "[s
     CHECK(rec.cycle[first] == 3);
 }
 
+TEST_CASE("a contact on a link with no length of its own turns the joints before it: the 7-axis arm's link 2",
+          "[sim][cell]") {
+    // The held-out LBR7-like's link 2 has DH a = d = 0: its frame is the shoulder's axis intersection,
+    // on the axes of joints 1 and 2 (and 3, which is beyond it). A push there turned no joint (236-272 N
+    // moved the torques by at most 0.18 Nm, docs/detection.md); the link now reaches up the upper arm
+    // to the elbow, as a housing would, and a push on it loads joints 1 and 2 by its lever.
+    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out/";
+    const RobotDescription robot = load_robot_description(held_out + "lbr7-like.json");
+    const sim::Task task = sim::load_task(held_out + "lbr7-like-kitting.json", robot.dof());
+    const DhModel& dh = robot.kinematics;
+    REQUIRE(dh.link_transform(1, 0.0).translation().norm() == 0.0);
+    // Link 2 reaches to frame 3's origin, d3 up the upper arm; a link with a length keeps its own end.
+    const Eigen::Vector3d elbow = (dh.link_transform(1, 0.0) * dh.link_transform(2, 0.0)).translation();
+    CHECK(elbow.norm() > 0.3);
+    CHECK((sim::contact_reach(dh, 2) - elbow).norm() < 1e-12);
+    CHECK((sim::contact_reach(dh, 3) - dh.link_transform(2, 0.0).translation()).norm() == 0.0);
+    CHECK((sim::contact_reach(dh, 7) - dh.link_transform(6, 0.0).translation()).norm() == 0.0);
+    CHECK_THROWS_WITH(sim::contact_reach(dh, 8), Catch::Contains("contact link 8") && Catch::Contains("1..7"));
+
+    sim::CellOptions options;
+    options.seed = 5;
+    sim::RobotCell quiet(robot, task, options);
+    const auto starts = quiet.schedule(2);
+    const Recording twin = quiet.record(2);
+    sim::Contact push;
+    push.start = starts[1] + 2.0;
+    push.link = 2;
+    push.along = 0.7;
+    push.profile = sim::Contact::Profile::Push;
+    push.peak = 150.0;
+    push.duration = 0.4;
+    push.hold = 0.3;
+    push.direction = Eigen::Vector3d(1, 1, 0);
+    sim::RobotCell pushed(robot, task, options);
+    pushed.set_contacts({push});
+    const Recording rec = pushed.record(2);
+    REQUIRE(rec.size() == twin.size());
+    const auto& gt = *rec.ground_truth;
+    // While the push holds its peak the servo holds the path, so the joints' torques answer the
+    // push's own torque about each axis: ((p - o_k) x f) . z_k, with p on link 2, 0.7 of the way to
+    // the elbow.
+    const Eigen::Vector3d f = push.peak * push.direction.normalized();
+    std::vector<Eigen::Isometry3d> frames(robot.dof() + 2);
+    std::size_t held = 0;
+    double largest_lever_torque = 0.0, worst_mismatch = 0.0, largest_beyond = 0.0;
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        if (!gt.contact[i] || gt.contact_force[i] < 0.999 * push.peak) continue;
+        ++held;
+        std::vector<double> q(robot.dof());
+        for (std::size_t j = 0; j < robot.dof(); ++j) q[j] = rec.q[j][i];
+        dh.forward(q, frames);
+        // frames[1]: joint 2's frame, at the shoulder; frames[3]: the elbow, whatever joint 3's angle.
+        const Eigen::Vector3d p = frames[1].translation() + push.along * (frames[3].translation() - frames[1].translation());
+        for (std::size_t j = 0; j < 2; ++j) {
+            const double external = (p - frames[j].translation()).cross(f).dot(frames[j].linear().col(2));
+            const double answered = rec.tau[j][i] - twin.tau[j][i];
+            largest_lever_torque = std::max(largest_lever_torque, std::abs(external));
+            worst_mismatch = std::max(worst_mismatch, std::abs(answered + external));
+        }
+        for (std::size_t j = 2; j < robot.dof(); ++j) largest_beyond = std::max(largest_beyond, std::abs(rec.tau[j][i] - twin.tau[j][i]));
+    }
+    INFO(held << " samples at the peak; the push's torque about joints 1-2 up to " << largest_lever_torque
+              << " Nm, answered within " << worst_mismatch << " Nm; joints 3-7 moved up to " << largest_beyond << " Nm");
+    REQUIRE(held > 50);
+    CHECK(largest_lever_torque > 0.1 * push.peak * push.along * elbow.norm());
+    CHECK(worst_mismatch < 0.2 * largest_lever_torque);
+    CHECK(largest_beyond < 0.2 * largest_lever_torque);
+}
+
 TEST_CASE("task files name what is wrong", "[sim][task]") {
     nlohmann::json j = {{"name", "t"}, {"home", {0, 0}}, {"max_velocity", {1, 1}}, {"max_acceleration", {1, 1}},
                         {"steps", {{{"move", {0.1, 0.2, 0.3}}}}}};
