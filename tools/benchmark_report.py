@@ -39,6 +39,11 @@ def ms(v):
     return "-" if v is None else f"{1000.0 * v:.0f} ms"
 
 
+def ms_exact(v):
+    """To 0.1 ms: where a whole millisecond would hide a miss (15.5 ms shown as "15 ms" against <= 15 ms)."""
+    return "-" if v is None else f"{1000.0 * v:.1f} ms"
+
+
 def percentile(sorted_values, q):
     """Linear interpolation between order statistics, as `warpguard evaluate` does (docs/evaluation.md)."""
     pos = q * (len(sorted_values) - 1)
@@ -229,7 +234,7 @@ def main():
             misses.append(f"{robot}, {label}: {pct(*r['big'])} of collisions ≥ 50 N detected (target ≥ 99 %{ideal})")
         if not delay_ok:
             ideal = "" if bound is None else f"; the ideal detector: {ms(bound['all']['bound']['median_ms'] / 1000.0)}"
-            misses.append(f"{robot}, {label}: median delay {ms(r['delay'][0])} (target ≤ 15 ms{ideal})")
+            misses.append(f"{robot}, {label}: median delay {ms_exact(r['delay'][0])} (target ≤ 15 ms{ideal})")
     lines += [f"Regenerate: `{COMMAND} --reuse` (per-bin numbers and both detectors' delays in the table",
               "*Every variant* below, with the command for a single row).", ""]
     lines += ["Targets not met by the default, by how much (reasons in [detection.md](detection.md)):", ""]
