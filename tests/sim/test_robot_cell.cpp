@@ -56,6 +56,19 @@ CurrentSign rebuild_whole(const DhModel& model, const Recording& current) {
     return rebuild_current_sign(model, whole);
 }
 
+// A push on `link` (1-based) from `start` (s): a ramp over `ramp` s to `peak` N, held `hold` s.
+sim::Contact push_on(std::size_t link, double start, double peak, double ramp, double hold, const Eigen::Vector3d& direction) {
+    sim::Contact push;
+    push.start = start;
+    push.link = link;
+    push.profile = sim::Contact::Profile::Push;
+    push.peak = peak;
+    push.duration = ramp;
+    push.hold = hold;
+    push.direction = direction;
+    return push;
+}
+
 // What the sign rebuild reads of cycles [first, last] of a recording (times, currents, angles), and
 // in `at` which of its samples they are.
 Recording cycles_of(const Recording& current, long first, long last, std::vector<std::size_t>& at) {
@@ -247,14 +260,7 @@ TEST_CASE("contacts are in the ground truth with their peak force and link", "[s
     options.seed = 3;
     sim::RobotCell cell(ur5e(), ur5e_task(true), options);
     const auto starts = cell.schedule(4);
-    sim::Contact push;
-    push.start = starts[2] + 1.0;
-    push.link = 3;
-    push.profile = sim::Contact::Profile::Push;
-    push.peak = 80.0;
-    push.duration = 0.3;
-    push.hold = 0.2;
-    push.direction = Eigen::Vector3d(0, 0, 1);
+    const sim::Contact push = push_on(3, starts[2] + 1.0, 80.0, 0.3, 0.2, Eigen::Vector3d(0, 0, 1));
     cell.set_contacts({push});
     const Recording rec = cell.record(4);
     const auto& gt = *rec.ground_truth;
@@ -313,15 +319,8 @@ TEST_CASE("a contact on a link with no length of its own turns the joints before
     sim::RobotCell quiet(robot, task, options);
     const auto starts = quiet.schedule(2);
     const Recording twin = quiet.record(2);
-    sim::Contact push;
-    push.start = starts[1] + 2.0;
-    push.link = 2;
+    sim::Contact push = push_on(2, starts[1] + 2.0, 150.0, 0.4, 0.3, Eigen::Vector3d(1, 1, 0));
     push.along = 0.7;
-    push.profile = sim::Contact::Profile::Push;
-    push.peak = 150.0;
-    push.duration = 0.4;
-    push.hold = 0.3;
-    push.direction = Eigen::Vector3d(1, 1, 0);
     sim::RobotCell pushed(robot, task, options);
     pushed.set_contacts({push});
     const Recording rec = pushed.record(2);
