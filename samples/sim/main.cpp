@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     double min_force = 20.0, max_force = 300.0;
     double payload = -1.0;
     double obstacle_at = -1.0, stop_at = -1.0;
+    std::vector<std::string> override_changes;
     sim::CellOptions options;
     auto* record = app.add_subcommand("record", "Run task cycles and write the background task's samples as CSV");
     // Options of the cell, the same for an offline recording and a live run.
@@ -40,6 +41,9 @@ int main(int argc, char** argv) {
         cmd->add_option("--max-force", max_force, "Largest contact peak force, N")->capture_default_str();
         cmd->add_option("--payload", payload, "Replace every grasped mass of the task, kg");
         cmd->add_option("--obstacle-at", obstacle_at, "Put a rigid box where the tool will be at this task time, s");
+        cmd->add_option("--override-change", override_changes,
+                        "T:S, repeatable: the operator turns the speed override to S (1 = the programmed speed) at T s of the run");
+        cmd->add_option("--override-ramp", options.override_ramp, "Seconds a change of the override by 100 % takes")->capture_default_str();
     };
     add_cell_options(record);
     record->add_option("--period", options.sampling.period, "Background task's nominal sample period, s")->capture_default_str();
@@ -93,6 +97,23 @@ int main(int argc, char** argv) {
     ident->add_option("--check-out", check_out, "Also write random configurations and their tracked point (joint 0) here");
     ident->add_option("--check-count", check_count, "Configurations in --check-out")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
+    try {
+        for (const std::string& text : override_changes) {
+            const auto colon = text.find(':');
+            if (colon == std::string::npos) {
+                throw std::invalid_argument(fmt::format("--override-change '{}' is not T:S (seconds into the run, then the override, 1 = 100 %)", text));
+            }
+            const std::vector<double> at = parse_number_list(text.substr(0, colon), "--override-change's time");
+            const std::vector<double> value = parse_number_list(text.substr(colon + 1), "--override-change's override");
+            if (at.size() != 1 || value.size() != 1) {
+                throw std::invalid_argument(fmt::format("--override-change '{}' is not T:S (one time and one override)", text));
+            }
+            options.override_changes.push_back({at[0], value[0]});
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "warpguard-sim: error: %s\n", e.what());
+        return 1;
+    }
     if (*ident) {
         try {
             const RobotDescription robot = load_robot_description(ident_robot);

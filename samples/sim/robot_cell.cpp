@@ -209,6 +209,21 @@ RobotCell::RobotCell(RobotDescription robot, Task task, CellOptions options)
     if (!(options_.speed_override > 0 && options_.speed_override <= 1.5)) {
         throw std::invalid_argument(fmt::format("speed override {} is outside (0, 1.5]", options_.speed_override));
     }
+    double previous = -std::numeric_limits<double>::infinity();
+    for (const OverrideChange& c : options_.override_changes) {
+        if (!(c.value > 0 && c.value <= 1.5)) {
+            throw std::invalid_argument(fmt::format("speed override change at {} s to {} is outside (0, 1.5]", c.at, c.value));
+        }
+        if (!(c.at >= previous)) {
+            throw std::invalid_argument(fmt::format("speed override change at {} s comes before the one at {} s: expected them in time order",
+                                                    c.at, previous));
+        }
+        previous = c.at;
+    }
+    if (!(options_.override_ramp >= options_.brake_time)) {
+        throw std::invalid_argument(fmt::format("speed override ramp {} s is shorter than the brake's {} s: expected at least that",
+                                                options_.override_ramp, options_.brake_time));
+    }
 
 }
 
@@ -250,6 +265,7 @@ Recording RobotCell::record(std::size_t cycles) {
     info.source = fmt::format("warpguard-sim robot={} task={} cycles={} seed={} override={} drift={} contacts={}", robot_.name,
                               task_.name, cycles, options_.seed, options_.speed_override, options_.friction_drift,
                               options_.contacts.size());
+    for (const OverrideChange& c : options_.override_changes) info.source += fmt::format(" override-change={}:{}", c.at, c.value);
     Recording rec(n, info);
     rec.ground_truth = GroundTruth{};
 
@@ -304,6 +320,10 @@ Recording RobotCell::record(std::size_t cycles) {
     std::int64_t seq = 0;
     double task_time = -pre, rate = 1.0;
     bool stopped = false;
+    double knob = 1.0;           // the operator's speed override of the moment (override_changes)
+    std::size_t next_change = 0;
+    bool braking = false;        // the rate follows a stop or a resume (brake_time), not the knob
+    double knob_from = 1.0, knob_began = 0.0, knob_length = 0.0;  // the knob's ramp: from rate, when, how long
     double t = -pre;
     constexpr double kNever = std::numeric_limits<double>::infinity();
     contact_onset_.assign(options_.contacts.size(), kNever);
@@ -329,14 +349,32 @@ Recording RobotCell::record(std::size_t cycles) {
             stopped = true;
             stop_time_ = t;
         }
-        const double target_rate = stopped ? 0.0 : 1.0;
-        double rate_dot = 0.0;  // d(rate)/dt: a linear ramp of the task time's speed
-        if (rate > target_rate) {
-            rate_dot = -1.0 / options_.brake_time;
-            rate = std::max(target_rate, rate - dt / options_.brake_time);
-        } else if (rate < target_rate) {
-            rate_dot = 1.0 / options_.brake_time;
-            rate = std::min(target_rate, rate + dt / options_.brake_time);
+        while (next_change < options_.override_changes.size() && t >= options_.override_changes[next_change].at) {
+            knob = options_.override_changes[next_change++].value;
+            // The controller follows a turn of the knob from where the speed is now, smoothly
+            // (a minimum-jerk ramp: its acceleration never jumps, as a controller limits jerk).
+            knob_from = rate, knob_began = t, knob_length = std::abs(knob - rate) * options_.override_ramp;
+        }
+        const double target_rate = stopped ? 0.0 : knob;
+        if (stopped) braking = true;
+        double rate_dot = 0.0;  // d(rate)/dt
+        if (braking) {
+            // To stop and to resume, a linear ramp of the task time's speed at the brake's slope.
+            const double slope = 1.0 / options_.brake_time;
+            if (rate > target_rate) {
+                rate_dot = -slope;
+                rate = std::max(target_rate, rate - dt * slope);
+            } else if (rate < target_rate) {
+                rate_dot = slope;
+                rate = std::min(target_rate, rate + dt * slope);
+            }
+            if (rate == target_rate && !stopped) braking = false;
+        } else if (rate != knob) {
+            const double u = knob_length > 0 ? std::clamp((t - knob_began) / knob_length, 0.0, 1.0) : 1.0;
+            double f, fd, fdd;
+            samples::minimum_jerk(u, f, fd, fdd);
+            rate = u >= 1.0 ? knob : knob_from + (knob - knob_from) * f;
+            rate_dot = u >= 1.0 ? 0.0 : (knob - knob_from) * fd / knob_length;
         }
 
         while (cycle < cycles && task_time >= (cycle + 1 < cycles ? p.cycle_starts[cycle + 1] : p.end)) ++cycle;

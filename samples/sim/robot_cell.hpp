@@ -92,6 +92,16 @@ struct Obstacle {
 enum class Reply { Continue, Stop, Resume };
 using SampleHook = std::function<Reply(const Sample&)>;
 
+// The operator turns the speed override during the run (the teach pendant's slider or knob, or a
+// safety function slowing the robot): from sim time `at` the task runs at `value` times its programmed
+// speed. The controller scales its trajectory in time, as it does to brake: the path stays, joint
+// speeds follow the value, accelerations its square, and while the value ramps (minimum jerk, from the
+// speed of the moment) the speeds change along the path.
+struct OverrideChange {
+    double at = 0.0;     // s of sim time
+    double value = 1.0;  // fraction of the programmed speed, (0, 1.5]
+};
+
 struct CellOptions {
     std::uint64_t seed = 1;
     double speed_override = 1.0;  // 1 = 100 %
@@ -108,6 +118,11 @@ struct CellOptions {
     // and then keeps the simulation clock (Obstacle).
     bool disturb_in_task_time = false;
     double brake_time = 0.15;        // s from full speed to standstill along the path
+    // Knob turns during the run, in order of `at`, and how long a change of 100 % takes (a change of
+    // 30 % a third of it). 0.5 s is an estimate, not a vendor's number: a hand turning a knob or
+    // dragging a slider over its range, which the controller follows smoothly; at least brake_time.
+    std::vector<OverrideChange> override_changes;
+    double override_ramp = 0.5;
     SampleHook on_sample;            // called for every sample, in order
 };
 

@@ -408,6 +408,63 @@ TEST_CASE("STOP brakes the robot to a standstill along its path and holds it —
     CHECK(moved < 1e-5);    // and it really stands
 }
 
+TEST_CASE("turning the speed override mid-run slows the task in time along the same path", "[sim][cell][override]") {
+    sim::CellOptions options;
+    options.seed = 4;
+    sim::RobotCell plain_cell(ur5e(), ur5e_task(false), options);
+    const Recording plain = plain_cell.record(2);
+
+    // During a move of cycle 2 the operator turns the knob to 60 %.
+    const double turn_at = plain_cell.cycle_starts()[1] + 1.2;
+    options.override_changes = {{turn_at, 0.6}};
+    sim::RobotCell cell(ur5e(), ur5e_task(false), options);
+    const Recording rec = cell.record(2);
+    CHECK(rec.complete_cycles().size() == 2);
+    // The rest of the task, R s of task time at 100 %, runs at 60 % once the ramp is over: the ramp
+    // (0.4 x override_ramp = 0.2 s, minimum jerk, so 0.8 on average) covers 0.16 s of task time.
+    const double ramp = 0.4 * options.override_ramp;
+    const double rest = plain.t.back() - (turn_at + 0.2);  // the robot clock starts 0.2 s before the task
+    const double expected = turn_at + 0.2 + ramp + (rest - 0.8 * ramp) / 0.6;
+    INFO("the run ended at " << rec.t.back() << " s, expected " << expected << " s; at 100 %: " << plain.t.back() << " s");
+    CHECK(rec.t.back() == Approx(expected).margin(0.02 * (expected - plain.t.back())));
+    // Scaled in time, not in shape: the two runs trace the same path. The discrete Frechet distance
+    // between their joint-angle sequences (the least, over every monotone pairing of their samples,
+    // of the largest distance of a pair; max over joints) says how far apart they ever are.
+    std::vector<double> previous(plain.size()), current(plain.size());
+    auto distance = [&](std::size_t i, std::size_t k) {
+        double d = 0.0;
+        for (std::size_t j = 0; j < 6; ++j) d = std::max(d, std::abs(rec.q[j][i] - plain.q[j][k]));
+        return d;
+    };
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        for (std::size_t k = 0; k < plain.size(); ++k) {
+            double before = std::numeric_limits<double>::infinity();
+            if (i > 0) before = std::min(before, previous[k]);
+            if (k > 0) before = std::min(before, current[k - 1]);
+            if (i > 0 && k > 0) before = std::min(before, previous[k - 1]);
+            current[k] = std::max(distance(i, k), i == 0 && k == 0 ? 0.0 : before);
+        }
+        std::swap(previous, current);
+    }
+    const double off_path = previous.back();
+    // Two samplings of one path lie up to half a sample's step apart.
+    double step = 0.0;
+    for (std::size_t k = 1; k < plain.size(); ++k) {
+        for (std::size_t j = 0; j < 6; ++j) step = std::max(step, std::abs(plain.q[j][k] - plain.q[j][k - 1]));
+    }
+    INFO("Frechet distance from the path at 100 %: " << off_path << " rad; largest step per sample " << step << " rad");
+    CHECK(off_path < 0.6 * step);
+
+    sim::CellOptions bad = options;
+    bad.override_changes = {{turn_at, 0.0}};
+    CHECK_THROWS_WITH(sim::RobotCell(ur5e(), ur5e_task(false), bad), Catch::Contains("to 0 is outside (0, 1.5]"));
+    bad.override_changes = {{5.0, 0.8}, {3.0, 1.0}};
+    CHECK_THROWS_WITH(sim::RobotCell(ur5e(), ur5e_task(false), bad), Catch::Contains("at 3 s comes before the one at 5 s"));
+    bad.override_changes = {};
+    bad.override_ramp = 0.1;
+    CHECK_THROWS_WITH(sim::RobotCell(ur5e(), ur5e_task(false), bad), Catch::Contains("ramp 0.1 s is shorter than the brake's 0.15 s"));
+}
+
 TEST_CASE("on the task's clock a contact waits for a held robot to resume and meets it moving", "[sim][cell][stop]") {
     // The robot is held for 2 s by a STOP 1 s before a planned push. On the simulation clock the
     // push lands on the standing robot; on the task's clock it comes when the task, resumed,
