@@ -15,7 +15,8 @@
 # Per robot: reference (7 cycles), 100 calibration cycles, 200 held-out nominal cycles, 100
 # collision cycles (one contact each, 20-300 N, links 2..6, impacts and pushes, random phase and
 # direction), and variants: speed override 70 % (nominal + collisions), friction drift +30 %
-# (nominal + collisions), double payload (nominal + collisions), and an assembly task with snap-fit
+# (nominal + collisions), double payload (nominal + collisions), the override turned every 12 s
+# between 70 and 100 % (nominal + collisions), and an assembly task with snap-fit
 # and screwing (own reference and calibration; also at 70 % override). Then scripts/delay-bound-check.sh: the ideal detector
 # that the report puts beside each missed target. Seeds are fixed: the same command gives the same
 # numbers.
@@ -48,6 +49,12 @@ run_robot() {
   record "$dir/drift30-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 8)) --drift 0.3 --contacts 50
   record "$dir/payload2x-nominal.csv" --robot "$r" --task "$t" --cycles 50 --seed $((seed + 9)) --payload "$payload"
   record "$dir/payload2x-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 10)) --payload "$payload" --contacts 50
+  # The operator turns the speed override during the run (every 12 s, 70-100 %), judged by the
+  # profiles calibrated at 100 %.
+  local turns
+  override_turns
+  record "$dir/turns-nominal.csv" --robot "$r" --task "$t" --cycles 50 --seed $((seed + 17)) "${turns[@]}"
+  record "$dir/turns-collisions.csv" --robot "$r" --task "$t" --cycles 51 --seed $((seed + 18)) "${turns[@]}" --contacts 50
   "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector published \
     --out "$dir/profile.json"
   # The robot's kinematic model, identified by the procedure on the simulated controller (as a user
@@ -59,7 +66,7 @@ run_robot() {
   "$wg" calibrate --reference "$dir/reference.csv" --reference-cycles 3 --nominal "$dir/calibration.csv" --detector phase-aware \
     --model "$dir/model.json" --out "$dir/profile-phase.json" > "$dir/profile-phase.txt"
   for variant in nominal collisions override70-nominal override70-collisions drift30-nominal drift30-collisions \
-                 payload2x-nominal payload2x-collisions; do
+                 payload2x-nominal payload2x-collisions turns-nominal turns-collisions; do
     "$wg" evaluate --profile "$dir/profile.json" "$dir/$variant.csv" --out "$dir/$variant.evaluation.json"
     "$wg" evaluate --profile "$dir/profile-phase.json" "$dir/$variant.csv" --out "$dir/$variant.phase.evaluation.json"
   done

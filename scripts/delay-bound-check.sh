@@ -25,13 +25,15 @@ for entry in ur5e-like:1000 irb120-like:2000 vp6242-like:3000; do
   robot=${entry%%:*} seed=${entry##*:}
   dir="$out/$robot" r="samples/robots/$robot.json" t="samples/tasks/$robot-pick-and-place.json"
   payload=$(/usr/bin/python3 -c "import json; print(2 * max(s.get('grasp', 0) for s in json.load(open('$t'))['steps']))")
-  for variant in collisions override70-collisions drift30-collisions payload2x-collisions assembly-collisions \
-                 assembly-override70-collisions; do
+  override_turns
+  for variant in collisions override70-collisions drift30-collisions payload2x-collisions turns-collisions \
+                 assembly-collisions assembly-override70-collisions; do
     case $variant in
       collisions) args=(--task "$t" --cycles 101 --seed $((seed + 4))) ;;
       override70-collisions) args=(--task "$t" --cycles 51 --seed $((seed + 6)) --override 0.7) ;;
       drift30-collisions) args=(--task "$t" --cycles 51 --seed $((seed + 8)) --drift 0.3) ;;
       payload2x-collisions) args=(--task "$t" --cycles 51 --seed $((seed + 10)) --payload "$payload") ;;
+      turns-collisions) args=(--task "$t" --cycles 51 --seed $((seed + 18)) "${turns[@]}") ;;
       assembly-collisions) args=(--task "samples/tasks/$robot-assembly.json" --cycles 51 --seed $((seed + 14))) ;;
       assembly-override70-collisions) args=(--task "samples/tasks/$robot-assembly.json" --cycles 51 --seed $((seed + 16)) --override 0.7) ;;
     esac

@@ -2,7 +2,8 @@
 # Checks a calibrated robot while the operator turns the speed override during the run, as a user
 # does at the teach pendant (or a safety function slowing the robot): every 12 s of the run the
 # override goes to the next of 70, 100, 85, 70, 90, 100, 75, 100, 80, 95 % (then again), each turn
-# followed smoothly by the controller (warpguard-sim --override-change, --override-ramp). The
+# followed smoothly by the controller (warpguard-sim --override-change, --override-ramp; the same
+# turns as the suite's variant "override turned every 12 s", other seeds and twice its cycles). The
 # profiles are the ones calibrated at 100 % (`bash scripts/benchmark-suite.sh` or
 # `bash scripts/held-out-check.sh`); they never saw a turn. Records 100 nominal cycles and 51
 # cycles with 50 contacts, evaluates the default and the published detector, prints false stops and
@@ -35,9 +36,8 @@ mkdir -p "$out"
 sim=build/samples/sim/warpguard-sim
 wg=build/tools/warpguard
 
-turns=()
-values=(0.7 1.0 0.85 0.7 0.9 1.0 0.75 1.0 0.8 0.95)
-for k in $(seq 0 79); do turns+=(--override-change "$((10 + 12 * k)):${values[$((k % 10))]}"); done
+. scripts/record-helper.sh
+override_turns
 [ -n "$ramp" ] && turns+=(--override-ramp "$ramp")
 
 "$sim" record --robot "$robot" --task "$task" --cycles 100 --seed "$seed" "${turns[@]}" --out "$out/nominal.csv" &
