@@ -7,7 +7,7 @@
 # profiles are the ones calibrated at 100 % (`bash scripts/benchmark-suite.sh` or
 # `bash scripts/held-out-check.sh`); they never saw a turn. Records 100 nominal cycles and 51
 # cycles with 50 contacts, evaluates the default and the published detector, prints false stops and
-# detections. About 2 minutes per robot.
+# detections. About 3 minutes per robot.
 #
 #   bash scripts/override-turns-check.sh [--ramp S] [--seed N] PROFILE_DIR ROBOT.json TASK.json [OUT_DIR]
 #
