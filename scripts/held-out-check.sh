@@ -5,8 +5,9 @@
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
 # (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
 #
-#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] ROBOT.json TASK.json [OUT_DIR]
-#   (about 20 minutes; --variants: about 10 more; --bound: about 1 more; --arm: about 10 more)
+#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns] ROBOT.json TASK.json [OUT_DIR]
+#   (about 20 minutes; --variants: about 10 more; --bound: about 1 more; --arm: about 10 more;
+#   --turns: about 3 more)
 #
 # The robots and tasks in samples/held-out/ are for this: see samples/held-out/README.md.
 # --reuse keeps recordings already in OUT_DIR and only identifies, calibrates and evaluates again.
@@ -18,18 +19,22 @@
 # --arm also records a dry run of the task (no part, presses of 1e-9 N; 20 cycles), fits the arm's own
 # dynamics on it (warpguard identify dynamics), calibrates the default detector again on the deviation
 # from them (warpguard calibrate --arm) and evaluates the same runs with it (and the --variants runs).
+# --turns also runs the task with the speed override turned every 12 s (scripts/override-turns-check.sh
+# on this check's profiles, 100 nominal and 51 collision cycles, files in OUT_DIR/turns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reuse=0 variants=0 bound=0 arm=0
-while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ] || [ "${1:-}" = "--arm" ]; do
+reuse=0 variants=0 bound=0 arm=0 turns=0
+while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ] || [ "${1:-}" = "--arm" ] ||
+      [ "${1:-}" = "--turns" ]; do
   [ "$1" = "--reuse" ] && reuse=1
   [ "$1" = "--variants" ] && variants=1
   [ "$1" = "--bound" ] && bound=1
   [ "$1" = "--arm" ] && arm=1
+  [ "$1" = "--turns" ] && turns=1
   shift
 done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns] ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 robot=$1 task=$2
@@ -154,4 +159,8 @@ print(f"delay bound (an ideal detector that knows the twin, WarpGuard's rules; l
       f"CUSUM over {d['cusum_reference']:g} sd to {d['cusum_limit']:.1f} sd-samples): {cell('bound')}")
 print(f"default detector on the same contacts: {cell('warpguard')}")
 PY
+fi
+
+if [ "$turns" = 1 ]; then
+  bash scripts/override-turns-check.sh --seed $((seed + 17)) "$out" "$robot" "$task" "$out/turns" | grep -v -E "^$out/turns/|^peak contact"
 fi
