@@ -171,6 +171,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       previous_q_(profile_.joints, 0.0),
       velocity_(profile_.joints, 0.0),
       correction_(profile_.joints, 0.0),
+      previous_velocity_(profile_.joints, 0.0),
       friction_(profile_.joints, {0.0, 0.0}),
       friction_normal_(profile_.joints, {0.0, 0.0, 0.0, 0.0, 0.0}),
       magnitude_(profile_.joints, {0.0, 0.0}),
@@ -247,11 +248,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
     }
     // The reference's joint velocities (local quadratic fits): where it moves, and for the speed model.
     reference_velocity_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
-    {
-        std::vector<double> acceleration(profile_.reference.size());
-        for (std::size_t j = 0; j < profile_.joints; ++j) {
-            smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], acceleration);
-        }
+    reference_acceleration_.assign(profile_.joints, std::vector<double>(profile_.reference.size()));
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        smooth_derivatives(profile_.reference.t, profile_.reference.q[j], kDerivativeHalfWidth, reference_velocity_[j], reference_acceleration_[j]);
     }
     if (profile_.speed) {
         // The speed model in the units the reference is matched in (lever-scaled for KA-mDTW),
@@ -259,6 +258,8 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         speed_inertial_ = profile_.speed->inertial;
         speed_viscous_ = profile_.speed->viscous;
         speed_unexplained_ = profile_.speed->unexplained;
+        speed_change_ = profile_.speed->speed_change;
+        if (!speed_change_.empty()) speed_change_floor_ = profile_.speed->speed_change_floor;
         if (speed_unexplained_.empty()) speed_unexplained_.assign(profile_.joints, std::vector<double>(profile_.reference.size(), 0.0));
         speed_uncertain_.assign(profile_.joints, 0);
         for (std::size_t j = 0; j < profile_.speed->uncertain_split.size() && j < profile_.joints; ++j) {
@@ -322,6 +323,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
                     speed_inertial_[j][s] /= lever[j];
                     speed_viscous_[j][s] /= lever[j];
                     speed_unexplained_[j][s] /= lever[j];
+                    if (!speed_change_.empty()) speed_change_[j][s] /= lever[j];
                     friction_band_[j][s] /= lever[j];
                 }
             }
@@ -582,6 +584,12 @@ void Detector::reset() {
     std::fill(moved_.begin(), moved_.end(), 0);
     has_shared_ = false;
     has_previous_ = false;
+    has_previous_velocity_ = false;
+    velocity_valid_ = false;
+    last_dt_ = 0.0;
+    rate_recent_.fill(0.0);
+    rate_next_ = 0;
+    speed_change_rate_ = 0.0;
     cycle_age_ = std::numeric_limits<std::size_t>::max();
     speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
     speed_evidence_ = 0.0;
@@ -593,6 +601,13 @@ void Detector::reset() {
 
 void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     if (speed_inertial_.empty() || !has_previous_) return;
+    // s' of this sample, 0 unless it is measured below; the mean of the latest kRateSamples.
+    double rate = 0.0;
+    const auto record_rate = [&] {
+        speed_change_rate_ += (rate - rate_recent_[rate_next_]) / static_cast<double>(kRateSamples);
+        rate_recent_[rate_next_] = rate;
+        rate_next_ = (rate_next_ + 1) % kRateSamples;
+    };
     // Only a partner the joint angles confirm tells the speed: every joint within three samples'
     // worth of the reference's local motion (or of its typical motion) of the reference's angle.
     // A partner that is stuck or wrong (the start of a stream, an ambiguous home pose) would teach
@@ -601,7 +616,7 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     const std::size_t next = std::min(partner + 1, qr[0].size() - 1);
     for (std::size_t j = 0; j < profile_.joints; ++j) {
         const double local = std::max(std::abs(qr[j][next] - qr[j][partner]), angle_scale_[j]);
-        if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) return;
+        if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) return record_rate();
     }
     double along = 0, motion = 0;
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -609,12 +624,36 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
         along += velocity_[j] * v;
         motion += v * v;
     }
-    if (!(motion > 0)) return;
+    if (!(motion > 0)) return record_rate();
     const double ratio = std::clamp(along / motion, kSpeedMin, kSpeedMax);
+    const double weight = motion / (motion + speed_motion_);  // how clearly moving, 0..1
+    // A speed that changes: the acceleration is s^2 qdd_ref + s' qd_ref (SpeedModel::speed_change),
+    // so s' is what the measured acceleration has along qd_ref beyond s^2 qdd_ref (s this sample's
+    // ratio: the estimate lags a change). Only while clearly moving: slowly, the direction of
+    // qd_ref is not known well enough.
+    if (has_previous_velocity_ && velocity_valid_ && weight >= 0.5) {
+        double change = 0;
+        for (std::size_t j = 0; j < profile_.joints; ++j) {
+            const double a = (velocity_[j] - previous_velocity_[j]) / last_dt_;
+            change += (a - ratio * ratio * reference_acceleration_[j][partner]) * reference_velocity_[j][partner];
+        }
+        rate = change / motion;
+    }
+    record_rate();
+    // While the speed clearly changes (s' beyond what it reads at one speed), the estimate follows
+    // it by s' dt at once, and so do the ratios remembered for the outlier test (below): an average
+    // over ~25 samples, held until half its ring agrees, lags a turned override by 50-100 ms,
+    // long enough for the inertial torques of the new speed to stop the robot.
+    if (speed_changing() && speed_settled()) {
+        const double step = std::clamp(speed_ratio_ + speed_change_rate_ * last_dt_, kSpeedMin, kSpeedMax) - speed_ratio_;
+        speed_ratio_ += step;
+        for (std::size_t i = 0; i < speed_recent_count_; ++i) speed_recent_[i] += step;
+        speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
+        speed_c1_ = speed_ratio_ - 1.0;
+    }
     // An exponential average with a memory of about 1 / kSpeedGain clearly moving samples, started
     // at the recorded speed (a plain mean of a stream's first samples was tried: their ratios are
     // too noisy at the start of a motion and pulled the estimate to 0.2-0.4 on 100 % runs).
-    const double weight = motion / (motion + speed_motion_);  // how clearly moving, 0..1
     // Not every motion follows the override: a process can move a joint at its own pace (the held-out
     // LR Mate-like's wrist springs back at full speed when the screwdriver lets go, ~15 samples at a
     // ratio near 1 while the arm runs at 0.8, which pulled the estimate to 0.88 and made all of its
@@ -651,6 +690,14 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     speed_prior_weight_ *= 1.0 - kSpeedGain * weight;
     speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
     speed_c1_ = speed_ratio_ - 1.0;
+}
+
+bool Detector::speed_changing() const {
+    if (speed_change_.empty()) return false;
+    for (double r : rate_recent_) {
+        if (!(std::abs(r) > speed_change_floor_) || (r > 0) != (speed_change_rate_ > 0)) return false;
+    }
+    return true;
 }
 
 std::pair<double, double> Detector::speed_interval() const {
@@ -853,9 +900,13 @@ Decision Detector::update(const Sample& sample) {
     // Friction drift (phase-aware): the newest sample less what the joint's friction model has
     // learned, at the joint's velocity from the last two samples.
     const bool phase_aware = profile_.detector == DetectorKind::PhaseAware;
+    has_previous_velocity_ = velocity_valid_;
+    velocity_valid_ = has_previous_ && sample.t > previous_t_;
+    last_dt_ = velocity_valid_ ? sample.t - previous_t_ : 0.0;
     for (std::size_t j = 0; j < n; ++j) {
         double qd = 0;
         if (has_previous_ && sample.t > previous_t_) qd = (sample.q[j] - previous_q_[j]) / (sample.t - previous_t_);
+        previous_velocity_[j] = velocity_[j];
         velocity_[j] = qd;
         if (std::abs(qd) > kMovingVelocity) moved_[j] = 1;
         const double coulomb = qd / (std::abs(qd) + kCoulombVelocity);
@@ -1129,6 +1180,15 @@ Decision Detector::update(const Sample& sample) {
                 if (inertial != 0.0) {  // the quadratic's turning point, when inside the interval
                     const double vertex = -viscous / (2.0 * inertial);
                     if (vertex > s_lo && vertex < s_hi) lo = std::min(lo, shift(vertex)), hi = std::max(hi, shift(vertex));
+                }
+                // A speed that changes (the override turned): s' times the inertial torque of an
+                // acceleration along qd_ref (SpeedModel::speed_change), for the part of the
+                // estimated s' beyond what it reads at one speed (the calibrated floor). One-sided:
+                // only a deviation of that sign is explained (a collision that slows the arm
+                // reads an s' < 0 but pushes the torque the other way).
+                if (speed_changing()) {
+                    const double c = speed_change_rate_ * speed_change_[j][partner];
+                    lo += std::min(0.0, c), hi += std::max(0.0, c);
                 }
                 const double explained = std::clamp(deviation, lo, hi);
                 zone_low += lo, zone_high += hi;

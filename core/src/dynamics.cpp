@@ -717,7 +717,9 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
     SpeedModel out;
     out.inertial.assign(n, std::vector<double>(reference.size()));
     out.viscous.assign(n, std::vector<double>(reference.size()));
+    out.speed_change.assign(n, std::vector<double>(reference.size()));
     out.coulomb.assign(n, 0.0);
+    std::vector<double> still_qd(n, 0.0);
     for (std::size_t j = 0; j < n; ++j) ne[j].ata = ne[j].ata.selfadjointView<Eigen::Lower>();
     FittedParameters fitted = solve_parameters(ne, still, unit, sharing);
     std::vector<Eigen::VectorXd>& pi = fitted.pi;
@@ -758,6 +760,14 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
                 out.inertial[j][k] = value;
                 out.viscous[j][k] = pi[j](static_cast<Eigen::Index>(regressor.joint_column(j, 1))) * qd[j];
                 largest[j] = std::max(largest[j], std::abs(value));
+            }
+            // The torque of a change of speed: an acceleration of qd_ref at rest, no gravity.
+            std::fill(still_qd.begin(), still_qd.end(), 0.0);
+            regressor.compute(q, still_qd, qd, false, y);
+            for (std::size_t j = 0; j < n; ++j) {
+                if (!which[j]) continue;
+                const auto yj = y.row(static_cast<Eigen::Index>(j)).transpose();
+                out.speed_change[j][k] = yj.cwiseProduct(inertial_mask).dot(pi[j].head(static_cast<Eigen::Index>(base))) + load_part(yj, j, block);
             }
         }
     };
@@ -815,6 +825,7 @@ SpeedModel fit_speed_model(const DhModel& model, const Reference& reference, Sig
         if (implausible) {
             std::fill(out.inertial[j].begin(), out.inertial[j].end(), 0.0);
             std::fill(out.viscous[j].begin(), out.viscous[j].end(), 0.0);
+            std::fill(out.speed_change[j].begin(), out.speed_change[j].end(), 0.0);
             std::fill(out.unexplained[j].begin(), out.unexplained[j].end(), 0.0);
         }
     }
@@ -1221,6 +1232,8 @@ nlohmann::json to_json(const SpeedModel& model) {
                           {"derivation", model.derivation}};
     if (!model.unexplained.empty()) out["unexplained"] = rounded(model.unexplained);
     if (!model.uncertain_split.empty()) out["uncertain_split"] = model.uncertain_split;
+    if (!model.speed_change.empty()) out["speed_change"] = rounded(model.speed_change);
+    if (std::isfinite(model.speed_change_floor)) out["speed_change_floor"] = model.speed_change_floor;
     if (std::isfinite(model.same_speed_tolerance)) out["same_speed_tolerance"] = model.same_speed_tolerance;
     return out;
 }
@@ -1250,6 +1263,15 @@ SpeedModel speed_model_from_json(const nlohmann::json& j, std::size_t joints, st
     out.viscous = table("viscous");
     // Profiles from before the unexplained part was kept have none: no model-error band.
     if (j.contains("unexplained")) out.unexplained = table("unexplained");
+    // Profiles from before the speed-change part was kept have neither entry: no speed-change band.
+    if (j.contains("speed_change")) out.speed_change = table("speed_change");
+    if (j.contains("speed_change_floor")) {
+        const auto& v = j.at("speed_change_floor");
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+            throw std::invalid_argument(fmt::format("speed_model.speed_change_floor is {}; expected a finite number >= 0 (1/s)", v.dump()));
+        }
+        out.speed_change_floor = v.get<double>();
+    }
     // One value per joint under `key`, of type T (`what` names it in the error).
     const auto per_joint = [&]<typename T>(const char* key, const char* what, T) {
         std::vector<T> values;

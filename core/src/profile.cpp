@@ -133,6 +133,7 @@ void Profile::validate() const {
         check_table(speed->inertial, "inertial");
         check_table(speed->viscous, "viscous");
         if (!speed->unexplained.empty()) check_table(speed->unexplained, "unexplained");
+        if (!speed->speed_change.empty()) check_table(speed->speed_change, "speed-change");
     }
     if (!reference.payload.empty() && reference.payload.size() != reference.size()) {
         throw std::invalid_argument(fmt::format("the reference declares {} payload values for {} samples", reference.payload.size(), reference.size()));

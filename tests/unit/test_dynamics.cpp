@@ -106,6 +106,20 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
             CHECK(back.speed->unexplained[j][k] == Approx(p.speed->unexplained[j][k]).epsilon(1e-5).margin(1e-9));
         }
     }
+    // The speed-change part: per sample the inertial torque of an acceleration qd_ref, which is
+    // not zero where the arm moves; and the floor its estimate reads at one speed.
+    REQUIRE(p.speed->speed_change.size() == p.joints);
+    double largest_change = 0.0;
+    for (std::size_t j = 0; j < p.joints; ++j) {
+        REQUIRE(back.speed->speed_change[j].size() == p.reference.size());
+        for (std::size_t k = 0; k < p.reference.size(); k += 37) {
+            CHECK(back.speed->speed_change[j][k] == Approx(p.speed->speed_change[j][k]).epsilon(1e-5).margin(1e-9));
+            largest_change = std::max(largest_change, std::abs(p.speed->speed_change[j][k]));
+        }
+    }
+    CHECK(largest_change > 0.0);
+    CHECK(std::isfinite(p.speed->speed_change_floor));
+    CHECK(back.speed->speed_change_floor == Approx(p.speed->speed_change_floor));
     REQUIRE(p.speed->coulomb.size() == p.joints);
     for (std::size_t j = 0; j < p.joints; ++j) CHECK(back.speed->coulomb[j] == Approx(p.speed->coulomb[j]));
     CHECK(std::isfinite(p.speed->same_speed_tolerance));
@@ -116,6 +130,12 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
     j = to_json(p);
     j["speed_model"]["unexplained"][0].erase(0);
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.unexplained[0]") && Catch::Contains("the reference has"));
+    j = to_json(p);
+    j["speed_model"]["speed_change"][1].erase(0);
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.speed_change[1]") && Catch::Contains("the reference has"));
+    j = to_json(p);
+    j["speed_model"]["speed_change_floor"] = -1.0;
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_change_floor is -1.0") && Catch::Contains(">= 0"));
     j = to_json(p);
     j["speed_model"]["coulomb"][1] = -0.5;
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("speed_model.coulomb[1] is -0.5") && Catch::Contains(">= 0"));
@@ -142,8 +162,12 @@ TEST_CASE("the speed model survives the profile's JSON form and bad sizes are re
     j["speed_model"].erase("coulomb");
     j["speed_model"].erase("same_speed_tolerance");
     j["speed_model"].erase("unexplained");
+    j["speed_model"].erase("speed_change");
+    j["speed_model"].erase("speed_change_floor");
     const Profile old = profile_from_json(j);
     CHECK(old.speed->unexplained.empty());
+    CHECK(old.speed->speed_change.empty());
+    CHECK(std::isinf(old.speed->speed_change_floor));
     CHECK(old.speed->coulomb == std::vector<double>(p.joints, 0.0));
     CHECK(std::isinf(old.speed->same_speed_tolerance));
 }

@@ -140,6 +140,11 @@ public:
     // With a speed model in the profile: the speed ratio of the task now against the reference
     // (1 = as recorded; 0.7 at 70 % override), estimated from the joint velocities; else 1.
     double speed_ratio() const { return speed_ratio_; }
+    // With a speed model: how fast the speed ratio changes now (s', 1/s), from the joints'
+    // measured acceleration along the reference's direction of motion less what the running speed
+    // explains, averaged over the latest kRateSamples samples (0 where the robot is not clearly
+    // moving or the joint angles do not confirm the partner).
+    double speed_change_rate() const { return speed_change_rate_; }
     bool has_speed_model() const { return !speed_inertial_.empty(); }
     // The profile models a declared payload; the last sample declared one; what its payload's
     // torque took off each joint's newest sample (matched units).
@@ -241,6 +246,11 @@ private:
     // average without its start value, (speed_ratio_ - w) / (1 - w) with w = speed_prior_weight_
     // (the whole range kSpeedMin..kSpeedMax while w is near 1).
     std::pair<double, double> speed_interval() const;
+    // The speed clearly changes: each of the latest kRateSamples estimates of s' lies beyond the
+    // calibrated floor, all of one sign (a turned override reads so for tens of samples; what the
+    // estimate reads at one speed beyond the floor are single samples where the task's
+    // acceleration changes fastest).
+    bool speed_changing() const;
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -289,6 +299,12 @@ private:
     // sim test opened the band on 11 % of its joint-samples at the recorded speed).
     static constexpr double kFrictionChangeFactor = 2.0;
     std::vector<double> previous_q_, velocity_, correction_;
+    // The velocity before velocity_ (from the two samples before), for the acceleration; valid
+    // once has_previous_velocity_.
+    std::vector<double> previous_velocity_;
+    bool has_previous_velocity_ = false;
+    bool velocity_valid_ = false;  // velocity_ is from two samples (not a stream's first)
+    double last_dt_ = 0.0;         // the newest sample's spacing (s), when velocity_valid_
     double previous_t_ = 0.0;
     bool has_previous_ = false;
     std::vector<std::array<double, 2>> friction_;
@@ -371,6 +387,15 @@ private:
     // their median is not learned (update_speed). Fixed size: no allocation per sample.
     std::array<double, 32> speed_recent_{};
     std::size_t speed_recent_count_ = 0, speed_recent_next_ = 0;
+    // The speed-change band (SpeedModel::speed_change, scaled like the reference for KA-mDTW), the
+    // reference's joint accelerations, the floor the calibration found (infinite: no band), and the
+    // latest samples' estimates of s' (a ring) with their mean.
+    std::vector<std::vector<double>> speed_change_, reference_acceleration_;
+    double speed_change_floor_ = std::numeric_limits<double>::infinity();
+    static constexpr std::size_t kRateSamples = 3;
+    std::array<double, kRateSamples> rate_recent_{};
+    std::size_t rate_next_ = 0;
+    double speed_change_rate_ = 0.0;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
     // candidate; reference angles and velocities, the sample's, the angle scale's inverse).

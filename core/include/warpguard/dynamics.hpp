@@ -111,6 +111,16 @@ struct SpeedModel {
     // recorded value and the model's (Detector: model-error band; the friction-drift learning
     // forgives it too). Empty (a torque; profiles from before 2026-12-02): every split trusted.
     std::vector<bool> uncertain_split;
+    // A speed that changes (the operator turning the override): with q(t) = q_ref(phi(t)) and
+    // phi' = s, the acceleration is s^2 qdd_ref + s' qd_ref, and the torque gains s' times the
+    // inertial torque of an acceleration qd_ref (velocity and gravity 0) - this table, per joint and
+    // reference sample, signal units per unit of s' (1/s), from the same fitted parameters as
+    // `inertial`. Empty in profiles from before it was kept (or without a fit): no speed-change band.
+    std::vector<std::vector<double>> speed_change;
+    // The largest |s'| the detector estimated on the nominal calibration recordings, which run at
+    // one speed: what its estimate reads without any change (Detector::speed_change_rate). Only the
+    // part of an estimate beyond it counts as a change. Infinite until calibrated: no band.
+    double speed_change_floor = std::numeric_limits<double>::infinity();
     // The largest |speed ratio - 1| the detector estimated on the nominal calibration recordings
     // once its estimate had settled: a ratio within this is "the recorded speed". Infinite until
     // calibrated (and in profiles from before it was kept): the still-joint band never opens.
