@@ -1259,8 +1259,9 @@ Profile calibrate(const NamedRecording& reference, std::span<const NamedRecordin
             // acceleration changes fastest and the partner is half a sample off, a few samples per
             // cycle. Measured on the UR5e-like's calibration (100 cycles): 99th percentile 0.68 /s,
             // 99.9th 1.17, largest 2.08; a turned override reads up to about 4 /s at the
-            // simulator's ramp, and with the largest as the floor the band hardly opened (22 false
-            // stop events in 100 cycles with turns as without it; 3 with the 99th percentile).
+            // simulator's ramp, and with the largest as the floor the band hardly opened (UR5e-like
+            // with turns: 26 false stop events in 100 cycles, 22 without the band; 4 with the 99th
+            // percentile; docs/detection.md).
             if (!change_read.empty()) {
                 const auto at = change_read.begin() + static_cast<std::ptrdiff_t>(0.99 * static_cast<double>(change_read.size() - 1));
                 std::nth_element(change_read.begin(), at, change_read.end());

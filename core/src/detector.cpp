@@ -1182,10 +1182,10 @@ Decision Detector::update(const Sample& sample) {
                     if (vertex > s_lo && vertex < s_hi) lo = std::min(lo, shift(vertex)), hi = std::max(hi, shift(vertex));
                 }
                 // A speed that changes (the override turned): s' times the inertial torque of an
-                // acceleration along qd_ref (SpeedModel::speed_change), for the part of the
-                // estimated s' beyond what it reads at one speed (the calibrated floor). One-sided:
-                // only a deviation of that sign is explained (a collision that slows the arm
-                // reads an s' < 0 but pushes the torque the other way).
+                // acceleration along qd_ref (SpeedModel::speed_change), while the estimated s'
+                // stays beyond what it reads at one speed (speed_changing). One-sided: only a
+                // deviation of that sign is explained (a collision that slows the arm reads an
+                // s' < 0 but pushes the torque the other way).
                 if (speed_changing()) {
                     const double c = speed_change_rate_ * speed_change_[j][partner];
                     lo += std::min(0.0, c), hi += std::max(0.0, c);

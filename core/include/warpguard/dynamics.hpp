@@ -117,9 +117,10 @@ struct SpeedModel {
     // reference sample, signal units per unit of s' (1/s), from the same fitted parameters as
     // `inertial`. Empty in profiles from before it was kept (or without a fit): no speed-change band.
     std::vector<std::vector<double>> speed_change;
-    // The largest |s'| the detector estimated on the nominal calibration recordings, which run at
-    // one speed: what its estimate reads without any change (Detector::speed_change_rate). Only the
-    // part of an estimate beyond it counts as a change. Infinite until calibrated: no band.
+    // The 99th percentile of |s'| the detector estimated on the nominal calibration recordings,
+    // which run at one speed: what its estimate reads without any change
+    // (Detector::speed_change_rate). Only estimates beyond it, three in a row of one sign, count as
+    // a changing speed (Detector::speed_changing). Infinite until calibrated: no band.
     double speed_change_floor = std::numeric_limits<double>::infinity();
     // The largest |speed ratio - 1| the detector estimated on the nominal calibration recordings
     // once its estimate had settled: a ratio within this is "the recorded speed". Infinite until
