@@ -179,13 +179,15 @@ HeavierPartRuns record_heavier_part_runs(const RobotDescription& robot, const si
 
 
 // A default profile with the speed model, calibrated at 100 %: reference 7 cycles (seed), 12
-// calibration cycles (seed + 1), 3 reference cycles.
-Profile speed_profile(const RobotDescription& robot, const sim::Task& task, std::uint64_t seed) {
+// calibration cycles (seed + 1), 3 reference cycles; with the arm model from the calibration
+// cycles if asked (as `warpguard calibrate --model` fits it).
+Profile speed_profile(const RobotDescription& robot, const sim::Task& task, std::uint64_t seed, bool arm_from_nominal = false) {
     const Recording reference = record_cell(robot, task, 7, seed, 1.0, 0);
     const Recording calibration = record_cell(robot, task, 12, seed + 1, 1.0, 0);
     CalibrationOptions options;
     options.reference_cycles = 3;
     options.dynamics_model = robot.kinematics;
+    options.arm_from_nominal = arm_from_nominal;
     const NamedRecording nominal{"calibration", &calibration};
     return calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
 }
@@ -1366,14 +1368,7 @@ TEST_CASE("a turned override is followed within its ramp, its changing speed exp
     // speed-change band and the estimate following s'; docs/detection.md).
     const RobotDescription robot = ur5e();
     const sim::Task task = ur5e_task(true);
-    const Recording reference = record_cell(robot, task, 7, 71, 1.0, 0);
-    const Recording calibration = record_cell(robot, task, 12, 72, 1.0, 0);
-    CalibrationOptions calibration_options;
-    calibration_options.reference_cycles = 3;
-    calibration_options.dynamics_model = robot.kinematics;
-    calibration_options.arm_from_nominal = true;  // as `warpguard calibrate --model` does
-    const NamedRecording nominal{"calibration", &calibration};
-    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), calibration_options);
+    const Profile profile = speed_profile(robot, task, 71, true);  // the arm model as `warpguard calibrate --model` fits it
     REQUIRE(profile.speed.has_value());
     REQUIRE(profile.speed->speed_change.size() == robot.dof());
     INFO("calibrated speed-change floor " << profile.speed->speed_change_floor << " /s");
