@@ -1152,6 +1152,7 @@ Decision Detector::update(const Sample& sample) {
         // passes `cusum_limit` (slow pushes).
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
+        const bool speed_changing = this->speed_changing();  // (the same for every joint)
         // Every joint is judged at the shared partner: the payload forces' difference once.
         const Eigen::Vector3d force_difference =
             payload_total_.empty() || !payload_active_ ? Eigen::Vector3d::Zero() : payload_force_difference(shared_);
@@ -1191,7 +1192,7 @@ Decision Detector::update(const Sample& sample) {
                 // stays beyond what it reads at one speed (speed_changing). One-sided: only a
                 // deviation of that sign is explained (a collision that slows the arm reads an
                 // s' < 0 but pushes the torque the other way).
-                if (speed_changing()) {
+                if (speed_changing) {
                     const double c = speed_change_rate_ * speed_change_[j][partner];
                     lo += std::min(0.0, c), hi += std::max(0.0, c);
                 }
