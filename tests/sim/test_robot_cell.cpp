@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -145,10 +146,11 @@ SignAgreement sign_agreement(const Recording& current, const Recording& torque, 
 
 // `cycles` cycles of `task` at `override_factor`, with `contacts` random collisions of 100-300 N.
 Recording record_cell(const RobotDescription& robot, const sim::Task& task, std::size_t cycles, std::uint64_t seed,
-                      double override_factor, std::size_t contacts) {
+                      double override_factor, std::size_t contacts, std::vector<sim::OverrideChange> override_changes = {}) {
     sim::CellOptions options;
     options.seed = seed;
     options.speed_override = override_factor;
+    options.override_changes = std::move(override_changes);
     sim::RobotCell cell(robot, task, options);
     if (contacts > 0) {
         const auto starts = cell.schedule(cycles);
@@ -1379,18 +1381,10 @@ TEST_CASE("a turned override is followed within its ramp, its changing speed exp
     without.speed->speed_change_floor = std::numeric_limits<double>::infinity();
 
     const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
-    const auto turned = [&](std::size_t cycles, std::uint64_t seed, std::size_t contacts) {
-        sim::CellOptions options;
-        options.seed = seed;
-        for (std::size_t k = 0; k < 12; ++k) options.override_changes.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
-        sim::RobotCell cell(robot, task, options);
-        if (contacts > 0) {
-            const auto starts = cell.schedule(cycles);
-            cell.set_contacts(sim::random_contacts(contacts, starts, starts[1] - starts[0], robot.dof(), 100.0, 300.0, seed + 7));
-        }
-        return std::pair{cell.record(cycles), options};
-    };
-    const auto [run, options] = turned(8, 73, 0);
+    std::vector<sim::OverrideChange> turns;
+    for (std::size_t k = 0; k < 12; ++k) turns.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
+    const sim::CellOptions options;  // the ramp the turns are followed with
+    const Recording run = record_cell(robot, task, 8, 73, 1.0, 0, turns);
 
     // How far the estimate is off the new override at the end of each ramp (plus 30 ms), where the
     // robot moved clearly through it.
@@ -1402,8 +1396,8 @@ TEST_CASE("a turned override is followed within its ramp, its changing speed exp
         bool moving = true;
         for (std::size_t i = 0; i < run.size(); ++i) {
             detector.update(run.sample(i, tau, q));
-            if (turn >= options.override_changes.size()) break;
-            const auto& change = options.override_changes[turn];
+            if (turn >= turns.size()) break;
+            const auto& change = turns[turn];
             const double start = change.at + 0.2;  // the recording's clock is 0.2 s ahead of the simulation's
             const double end = start + std::abs(change.value - previous) * options.override_ramp + 0.03;
             if (run.t[i] >= start && i > 0) {
@@ -1443,7 +1437,7 @@ TEST_CASE("a turned override is followed within its ramp, its changing speed exp
     CHECK(with_run.events.size() <= 1);
     CHECK(without_run.events.size() >= with_run.events.size() + 2);
 
-    const auto hits_run = turned(9, 74, 8).first;
+    const Recording hits_run = record_cell(robot, task, 9, 74, 1.0, 8, turns);
     Detector hits_detector(profile);
     const RunEvaluation hits = evaluate_detector("turns with collisions", hits_run, hits_detector);
     REQUIRE(hits.truth.has_value());
