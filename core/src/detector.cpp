@@ -595,6 +595,7 @@ void Detector::reset() {
     speed_evidence_ = 0.0;
     speed_prior_weight_ = 1.0;
     speed_recent_count_ = 0, speed_recent_next_ = 0;
+    jump_count_ = 0, jump_side_ = 0;
     if (streaming_) streaming_->reset();
     if (arm_) arm_->reset();
 }
@@ -616,7 +617,10 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     const std::size_t next = std::min(partner + 1, qr[0].size() - 1);
     for (std::size_t j = 0; j < profile_.joints; ++j) {
         const double local = std::max(std::abs(qr[j][next] - qr[j][partner]), angle_scale_[j]);
-        if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) return record_rate();
+        if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) {
+            jump_count_ = 0;
+            return record_rate();
+        }
     }
     double along = 0, motion = 0;
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -624,7 +628,10 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
         along += velocity_[j] * v;
         motion += v * v;
     }
-    if (!(motion > 0)) return record_rate();
+    if (!(motion > 0)) {
+        jump_count_ = 0;
+        return record_rate();
+    }
     const double ratio = std::clamp(along / motion, kSpeedMin, kSpeedMax);
     const double weight = motion / (motion + speed_motion_);  // how clearly moving, 0..1
     // A speed that changes: the acceleration is s^2 qdd_ref + s' qd_ref (SpeedModel::speed_change),
@@ -682,7 +689,54 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
         for (std::ptrdiff_t i = 0; i < count; ++i) scratch[static_cast<std::size_t>(i)] = std::abs(scratch[static_cast<std::size_t>(i)] - median);
         std::nth_element(scratch.begin(), scratch.begin() + count / 2, scratch.begin() + count);
         const double spread = 3.0 * 1.4826 * scratch[static_cast<std::size_t>(count / 2)];
-        outlier = std::abs(ratio - median) > std::clamp(spread, 0.1, 0.2);
+        const double far = std::clamp(spread, 0.1, 0.2);
+        outlier = std::abs(ratio - median) > far;
+        // A new speed that came while the robot stood or crept (the override turned during a
+        // wait): no sample measured s', and the samples at the new speed are outliers until half
+        // the ring agrees, then followed at kSpeedGain - 100-300 ms at 250 Hz, in which the
+        // IRB120-like stopped again and again. It is taken at once when kJumpRun consecutive
+        // moving samples (weight >= kJumpWeight) all lie beyond the median on one side, within
+        // `far` of each other, and at least two joints that move by the reference read their own
+        // ratio beyond it on that side too: the override scales every joint alike, a process that
+        // moves one joint at its own pace (the spring-back above) does not. A collision that slows
+        // the arm slows it more with every sample, and its ratios do not agree for long.
+        const int side = ratio > median ? 1 : -1;
+        bool candidate = outlier && weight >= kJumpWeight && (jump_count_ == 0 || side == jump_side_);
+        if (candidate) {
+            double fastest = 0;
+            for (std::size_t j = 0; j < profile_.joints; ++j) fastest = std::max(fastest, std::abs(reference_velocity_[j][partner]));
+            int joints = 0;
+            for (std::size_t j = 0; j < profile_.joints; ++j) {
+                const double v = reference_velocity_[j][partner];
+                if (std::abs(v) < kJumpJointShare * fastest) continue;
+                if ((velocity_[j] / v - median) * side > far) ++joints;
+            }
+            candidate = joints >= 2;
+        }
+        if (candidate && jump_count_ > 0) {
+            const auto [lo, hi] = std::minmax_element(jump_run_.begin(), jump_run_.begin() + static_cast<std::ptrdiff_t>(jump_count_));
+            candidate = std::max(*hi, ratio) - std::min(*lo, ratio) <= far;
+        }
+        if (!candidate) {
+            jump_count_ = 0;
+        } else {
+            jump_side_ = side;
+            jump_run_[jump_count_++] = ratio;
+            if (jump_count_ == kJumpRun && speed_settled()) {
+                std::copy(jump_run_.begin(), jump_run_.end(), scratch.begin());
+                std::nth_element(scratch.begin(), scratch.begin() + kJumpRun / 2, scratch.begin() + kJumpRun);
+                speed_ratio_ = scratch[kJumpRun / 2];
+                speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
+                speed_c1_ = speed_ratio_ - 1.0;
+                // The ring holds the run from now on (each of its values repeated), so that the
+                // outlier test judges by the new speed at once.
+                for (std::size_t i = 0; i < kRing; ++i) speed_recent_[i] = jump_run_[i % kJumpRun];
+                speed_recent_count_ = kRing, speed_recent_next_ = 0;
+                jump_count_ = 0;
+                return;
+            }
+            if (jump_count_ == kJumpRun) jump_count_ = 0;
+        }
     }
     if (weight >= 0.5) {
         speed_recent_[speed_recent_next_] = ratio;

@@ -387,6 +387,14 @@ private:
     // their median is not learned (update_speed). Fixed size: no allocation per sample.
     std::array<double, 32> speed_recent_{};
     std::size_t speed_recent_count_ = 0, speed_recent_next_ = 0;
+    // A new speed the outlier test holds back (update_speed): the latest consecutive moving samples
+    // whose ratios lie beyond it on one side (jump_side_), agree with each other, and are borne by at
+    // least two joints. kJumpRun of them in a row replace the estimate (their median) at once: 8,
+    // 16-32 ms at 500-250 Hz, and a median that 3 odd samples do not move.
+    static constexpr std::size_t kJumpRun = 8;
+    std::array<double, kJumpRun> jump_run_{};
+    std::size_t jump_count_ = 0;
+    int jump_side_ = 0;
     // The speed-change band (SpeedModel::speed_change, scaled like the reference for KA-mDTW), the
     // reference's joint accelerations, the floor the calibration found (infinite: no band), and the
     // latest samples' estimates of s' (a ring) with their mean.
@@ -405,6 +413,11 @@ private:
     static constexpr double kSpeedSettled = 3.0;
     static constexpr double kSpeedGain = 1.0 / 25.0;  // per clearly moving sample: about 25 samples to follow a change
     static constexpr double kSpeedMin = 0.2, kSpeedMax = 2.0;
+    // A sample counts towards a new speed (kJumpRun) from a tenth of "clearly moving" on (about a
+    // third of the clearly moving joint speed): below it the ratios of samples at one speed scatter
+    // by tens of percent. A joint bears it when it moves by the reference at a quarter or more of
+    // the fastest joint's speed there.
+    static constexpr double kJumpWeight = 0.1, kJumpJointShare = 0.25;
     static constexpr std::size_t kPartnerSlack = 2;
     // How far ahead of the shared partner the joint angles are searched for a nearer partner.
     static constexpr std::size_t kAngleLookahead = 32;
