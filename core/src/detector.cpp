@@ -658,10 +658,8 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     // long enough for the inertial torques of the new speed to stop the robot.
     if (speed_changing() && speed_settled()) {
         const double step = std::clamp(speed_ratio_ + speed_change_rate_ * last_dt_, kSpeedMin, kSpeedMax) - speed_ratio_;
-        speed_ratio_ += step;
+        set_speed_ratio(speed_ratio_ + step);
         for (std::size_t i = 0; i < speed_recent_count_; ++i) speed_recent_[i] += step;
-        speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
-        speed_c1_ = speed_ratio_ - 1.0;
     }
     // An exponential average with a memory of about 1 / kSpeedGain clearly moving samples, started
     // at the recorded speed (a plain mean of a stream's first samples was tried: their ratios are
@@ -725,9 +723,7 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
             if (jump_count_ == kJumpRun && speed_settled()) {
                 std::copy(jump_run_.begin(), jump_run_.end(), scratch.begin());
                 std::nth_element(scratch.begin(), scratch.begin() + kJumpRun / 2, scratch.begin() + kJumpRun);
-                speed_ratio_ = scratch[kJumpRun / 2];
-                speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
-                speed_c1_ = speed_ratio_ - 1.0;
+                set_speed_ratio(scratch[kJumpRun / 2]);
                 // The ring holds the run from now on (each of its values repeated), so that the
                 // outlier test judges by the new speed at once.
                 for (std::size_t i = 0; i < kRing; ++i) speed_recent_[i] = jump_run_[i % kJumpRun];
@@ -745,10 +741,8 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     }
     if (outlier) return;
     speed_evidence_ += weight;
-    speed_ratio_ += kSpeedGain * weight * (ratio - speed_ratio_);
     speed_prior_weight_ *= 1.0 - kSpeedGain * weight;
-    speed_c2_ = speed_ratio_ * speed_ratio_ - 1.0;
-    speed_c1_ = speed_ratio_ - 1.0;
+    set_speed_ratio(speed_ratio_ + kSpeedGain * weight * (ratio - speed_ratio_));
 }
 
 bool Detector::speed_changing() const {

@@ -374,6 +374,8 @@ private:
     // began, which no sample showed: the band is open for it at any speed.
     std::vector<std::uint8_t> moved_;
     double speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
+    // The speed estimate and the factors derived from it (s^2 - 1 and s - 1), set together.
+    void set_speed_ratio(double s) { speed_ratio_ = s, speed_c2_ = s * s - 1.0, speed_c1_ = s - 1.0; }
     double speed_motion_ = 1.0;  // sum of squared reference velocities that counts as clearly moving
     // Evidence behind the speed ratio since the stream began, in clearly moving samples. Until it
     // reaches kSpeedSettled time constants of the estimate (kSpeedSettled / kSpeedGain samples) the
