@@ -612,11 +612,18 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     // Only a partner the joint angles confirm tells the speed: every joint within three samples'
     // worth of the reference's local motion (or of its typical motion) of the reference's angle.
     // A partner that is stuck or wrong (the start of a stream, an ambiguous home pose) would teach
-    // a wrong ratio, and a wrong ratio would pick wrong partners.
+    // a wrong ratio, and a wrong ratio would pick wrong partners. A joint the reference hardly
+    // moves there is allowed the offset of a quarter of the fastest joint's step (kJumpJointShare):
+    // a nearly still joint a little off its recorded angle says nothing about the timing (the
+    // held-out LR Mate-like's wrist after the screwing, 0.4-1.4 mrad off against 3 x 0.1 mrad, held
+    // every partner of the slow approach unconfirmed and the estimate at the old speed), while one
+    // far off still rejects a wrong partner.
     const auto& qr = profile_.reference.q;
     const std::size_t next = std::min(partner + 1, qr[0].size() - 1);
+    double widest = 0;
+    for (std::size_t j = 0; j < profile_.joints; ++j) widest = std::max(widest, std::abs(qr[j][next] - qr[j][partner]));
     for (std::size_t j = 0; j < profile_.joints; ++j) {
-        const double local = std::max(std::abs(qr[j][next] - qr[j][partner]), angle_scale_[j]);
+        const double local = std::max({std::abs(qr[j][next] - qr[j][partner]), angle_scale_[j], kJumpJointShare * widest});
         if (std::abs(q[j] - qr[j][partner]) > 3.0 * local) {
             jump_count_ = 0;
             return record_rate();
