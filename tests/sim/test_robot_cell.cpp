@@ -201,6 +201,15 @@ struct Irb120Speed {
     Profile profile = speed_profile(robot, task, 51);
 };
 
+// The held-out LR Mate-like driving screws (samples/held-out): its robot, task, and its speed_profile
+// (seeds 71, 72).
+struct LrMateScrewing {
+    std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
+    RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
+    sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
+    Profile profile = speed_profile(robot, task, 71);
+};
+
 }  // namespace
 
 TEST_CASE("the same seed gives byte-identical recordings, another seed does not", "[sim][cell]") {
@@ -1230,10 +1239,10 @@ TEST_CASE("a motion that does not follow the override does not pull the speed es
     // 15 samples, joint 6 at up to 1 rad/s). The speed estimate learns only ratios near the latest
     // ones' median, so at 80 % it stays at 0.8 through it (0.79-0.81); learning every ratio it reached
     // 0.88 after the releases (the held-out check's 80 % run: all 31 of joint 2's false stops came there).
-    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
-    const RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
-    const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
-    const Profile profile = speed_profile(robot, task, 71);
+    const LrMateScrewing cell;
+    const RobotDescription& robot = cell.robot;
+    const sim::Task& task = cell.task;
+    const Profile& profile = cell.profile;
     const Recording slow = record_cell(robot, task, 8, 73, 0.8, 0);
     REQUIRE(profile.speed.has_value());
     Detector detector(profile);
@@ -1259,10 +1268,10 @@ TEST_CASE("an unsigned current's friction drift is learned in its magnitude wher
     // cycles, all joint 6's, from the 67th cycle on). The drift model's magnitude terms take it:
     // friction rising to +30 % over 15 cycles (faster than the held-out check's 100), 0 stop
     // events; with the signed terms alone the same run made 41, all joint 6's, from the 10th cycle.
-    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
-    const RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
-    const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
-    const Profile profile = speed_profile(robot, task, 71);
+    const LrMateScrewing cell;
+    const RobotDescription& robot = cell.robot;
+    const sim::Task& task = cell.task;
+    const Profile& profile = cell.profile;
     REQUIRE(profile.current_sign.size() == 6);
     // A current in A shares one parameter set across the joints the model explains, with a factor
     // per joint; the screwdriver's joint 6 keeps its own copy.
@@ -1276,8 +1285,8 @@ TEST_CASE("an unsigned current's friction drift is learned in its magnitude wher
     sim::CellOptions options;
     options.seed = 75;
     options.friction_drift = 0.3;
-    sim::RobotCell cell(robot, task, options);
-    const Recording warming = cell.record(15);
+    sim::RobotCell warm(robot, task, options);
+    const Recording warming = warm.record(15);
     Detector detector(profile);
     const RunEvaluation run = evaluate_detector("drift", warming, detector);
     const auto magnitude = detector.magnitude_drift(5), signed_terms = detector.friction_drift(5);
@@ -1526,10 +1535,10 @@ TEST_CASE("a joint the task never moves, held a little off its recorded angle, d
     // a screwing, no partner there was confirmed, and an override turned during the screwing was
     // not learned in them (docs/detection.md). A joint the reference hardly moves is allowed a
     // quarter of the fastest joint's step; one far off still rejects the partner.
-    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
-    const RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
-    const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
-    const Profile profile = speed_profile(robot, task, 71);
+    const LrMateScrewing cell;
+    const RobotDescription& robot = cell.robot;
+    const sim::Task& task = cell.task;
+    const Profile& profile = cell.profile;
     REQUIRE(profile.speed.has_value());
     const Recording slow = record_cell(robot, task, 6, 77, 0.8, 0);
     const auto estimate = [&](double offset, bool& settled) {
