@@ -1536,15 +1536,12 @@ TEST_CASE("a joint the task never moves, held a little off its recorded angle, d
     // not learned in them (docs/detection.md). A joint the reference hardly moves is allowed a
     // quarter of the fastest joint's step; one far off still rejects the partner.
     const LrMateScrewing cell;
-    const RobotDescription& robot = cell.robot;
-    const sim::Task& task = cell.task;
-    const Profile& profile = cell.profile;
-    REQUIRE(profile.speed.has_value());
-    const Recording slow = record_cell(robot, task, 6, 77, 0.8, 0);
+    REQUIRE(cell.profile.speed.has_value());
+    const Recording slow = record_cell(cell.robot, cell.task, 6, 77, 0.8, 0);
     const auto estimate = [&](double offset, bool& settled) {
         Recording shifted = slow;
         for (double& angle : shifted.q[3]) angle += offset;
-        Detector detector(profile);
+        Detector detector(cell.profile);
         std::vector<double> tau(6), q(6);
         for (std::size_t i = 0; i < shifted.size(); ++i) detector.update(shifted.sample(i, tau, q));
         settled = detector.speed_settled();
