@@ -418,7 +418,8 @@ private:
     // A sample counts towards a new speed (kJumpRun) from a tenth of "clearly moving" on (about a
     // third of the clearly moving joint speed): below it the ratios of samples at one speed scatter
     // by tens of percent. A joint bears it when it moves by the reference at a quarter or more of
-    // the fastest joint's speed there.
+    // the fastest joint's speed there. The same share of the fastest joint's step is what any
+    // joint may stand off the reference's angle (three samples' worth) and still confirm a partner.
     static constexpr double kJumpWeight = 0.1, kJumpJointShare = 0.25;
     static constexpr std::size_t kPartnerSlack = 2;
     // How far ahead of the shared partner the joint angles are searched for a nearer partner.
