@@ -591,7 +591,7 @@ void Detector::reset() {
     rate_next_ = 0;
     speed_change_rate_ = 0.0;
     cycle_age_ = std::numeric_limits<std::size_t>::max();
-    speed_ratio_ = 1.0, speed_c2_ = 0.0, speed_c1_ = 0.0;
+    set_speed_ratio(1.0);
     speed_evidence_ = 0.0;
     speed_prior_weight_ = 1.0;
     speed_recent_count_ = 0, speed_recent_next_ = 0;
