@@ -590,6 +590,7 @@ void Detector::reset() {
     rate_recent_.fill(0.0);
     rate_next_ = 0;
     speed_change_rate_ = 0.0;
+    speed_change_explained_ = 0.0, witness_rate_ = 0.0;
     cycle_age_ = std::numeric_limits<std::size_t>::max();
     set_speed_ratio(1.0);
     speed_evidence_ = 0.0;
@@ -601,6 +602,7 @@ void Detector::reset() {
 }
 
 void Detector::update_speed(std::size_t partner, std::span<const double> q) {
+    witness_rate_ = 0.0;
     if (speed_inertial_.empty() || !has_previous_) return;
     // s' of this sample, 0 unless it is measured below; the mean of the latest kRateSamples.
     double rate = 0.0;
@@ -650,13 +652,19 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     // sample after sample, and one that starts moving again reads tens of 1/s (held-out LR Mate-like
     // with turns: the estimate went to 0.2 in a wait and to 1.24 after it; 550 false stop events in
     // 100 cycles against 212 without the speed-change part).
-    if (has_previous_velocity_ && velocity_valid_ && weight >= 0.5 && std::abs(ratio - speed_ratio_) <= 0.1) {
+    // The same s' from a tenth of "clearly moving" on (kJumpWeight) and at any ratio is kept apart
+    // as one witness of a change (witnessed_speed_change): alone it is not believed, but a ramp
+    // that starts from a slow stretch reads it long before a clearly moving sample within 10 % of
+    // the estimate comes (the suite's UR5e-like: 60-100 ms into a 125 ms ramp, the estimate still
+    // at the old speed).
+    if (has_previous_velocity_ && velocity_valid_ && weight >= kJumpWeight) {
         double change = 0;
         for (std::size_t j = 0; j < profile_.joints; ++j) {
             const double a = (velocity_[j] - previous_velocity_[j]) / last_dt_;
             change += (a - ratio * ratio * reference_acceleration_[j][partner]) * reference_velocity_[j][partner];
         }
-        rate = change / motion;
+        witness_rate_ = change / motion;
+        if (weight >= 0.5 && std::abs(ratio - speed_ratio_) <= 0.1) rate = witness_rate_;
     }
     record_rate();
     // While the speed clearly changes (s' beyond what it reads at one speed), the estimate follows
@@ -750,6 +758,47 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     speed_evidence_ += weight;
     speed_prior_weight_ *= 1.0 - kSpeedGain * weight;
     set_speed_ratio(speed_ratio_ + kSpeedGain * weight * (ratio - speed_ratio_));
+}
+
+double Detector::witnessed_speed_change() const {
+    // The first 10-30 ms of a turned override's ramp: s' is still under what the angles read at
+    // one speed (speed_change_floor_), so speed_changing() cannot tell it, yet the inertial torque
+    // of the changing speed already reads as a deviation (the suite's IRB120-like with turns: 4
+    // stop events in 50 cycles, each 13-28 ms after a turn; given the simulation's true s' and the
+    // detector otherwise unchanged, 0). Two witnesses that fail differently: the angles' s' of
+    // this sample (witness_rate_, noisy: double differences) and the s' the torques read.
+    // Not with an unsigned current: its deviations' signs are rebuilt from the reference's, and a
+    // push that turns the current past zero reads on the wrong side, where it can agree with the
+    // angles (the held-out LR Mate-like as current in A: 11 of its 100 collisions found 4-44 ms
+    // later and a 27 N push missed with the witness, 151 -> 149 false stop events with turns).
+    if (speed_change_.empty() || !profile_.phase || !has_shared_ || !profile_.current_sign.empty()) return 0.0;
+    // The latest sample's s' as the joint angles measured it (0 when not measured).
+    const double measured = witness_rate_;
+    if (measured == 0.0) return 0.0;
+    // s' as the torques read it: the least-squares fit of the shared deviations to s' times the
+    // speed-change torques, each joint in units of its phase threshold. It counts only where it
+    // explains at least half of the deviations' (so weighted) sum of squares: a ramp's deviations
+    // lie along those torques (traced on the IRB120-like: 0.85-0.95 of it), a collision's or a
+    // partner's timing error mostly do not. Without that condition the band also took up to 0.2
+    // thresholds at one speed, where the task's acceleration changes fastest and a partner half a
+    // sample off moves both witnesses alike; 9 of the IRB120-like's suite collisions were found
+    // 3-7 ms later (with it none, and one of the UR5e-like's 3 ms later).
+    const std::size_t partner = shared_;
+    double num = 0.0, den = 0.0, energy = 0.0;
+    for (std::size_t j = 0; j < profile_.joints; ++j) {
+        const double scale = profile_.phase->rule1[j][partner];
+        if (!(scale > 0)) continue;
+        const double c = speed_change_[j][partner] / scale, d = evaluations_[j].shared.deviation / scale;
+        num += c * d;
+        den += c * c;
+        energy += d * d;
+    }
+    if (!(den > 0) || !(num * num >= kWitnessShare * den * energy)) return 0.0;
+    const double torques = num / den;
+    // Both witnesses agree on the side: the smaller of the two. A collision moves them apart (its
+    // torque pushes against the slowing the angles show, or brakes what they show speeding up).
+    if ((torques > 0) != (measured > 0) || torques == 0.0) return 0.0;
+    return measured > 0 ? std::min(measured, torques) : std::max(measured, torques);
 }
 
 bool Detector::speed_changing() const {
@@ -1208,6 +1257,8 @@ Decision Detector::update(const Sample& sample) {
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
         const bool speed_changing = this->speed_changing();  // (the same for every joint)
+        const double witnessed_rate = speed_changing ? speed_change_rate_ : witnessed_speed_change();
+        speed_change_explained_ = witnessed_rate;
         // Every joint is judged at the shared partner: the payload forces' difference once.
         const Eigen::Vector3d force_difference =
             payload_total_.empty() || !payload_active_ ? Eigen::Vector3d::Zero() : payload_force_difference(shared_);
@@ -1244,17 +1295,21 @@ Decision Detector::update(const Sample& sample) {
                 }
                 // A speed that changes (the override turned): s' times the inertial torque of an
                 // acceleration along qd_ref (SpeedModel::speed_change), while the estimated s'
-                // stays beyond what it reads at one speed (speed_changing). One-sided: only a
-                // deviation of that sign is explained (a collision that slows the arm reads an
-                // s' < 0 but pushes the torque the other way).
-                if (speed_changing) {
-                    const double c = speed_change_rate_ * speed_change_[j][partner];
-                    lo += std::min(0.0, c), hi += std::max(0.0, c);
-                }
+                // stays beyond what it reads at one speed (speed_changing), and before that the s'
+                // the angles and the torques both witness (witnessed_speed_change). One-sided:
+                // only a deviation of that sign is explained (a collision that slows the arm reads
+                // an s' < 0 but pushes the torque the other way).
+                // (Both ranges hold 0, so taking them one after the other is the same as taking
+                // their sum; the two parts are kept apart for the record.)
                 const double explained = std::clamp(deviation, lo, hi);
                 zone_low += lo, zone_high += hi;
                 ev.speed_band = std::abs(explained);
                 deviation -= explained;
+                const double change = witnessed_rate != 0.0 ? witnessed_rate * speed_change_[j][partner] : 0.0;  // (none in older profiles)
+                const double changing = std::clamp(deviation, std::min(0.0, change), std::max(0.0, change));
+                zone_low += std::min(0.0, change), zone_high += std::max(0.0, change);
+                ev.speed_change_band = std::abs(changing);
+                deviation -= changing;
                 // What the model leaves unexplained of the reference, u, reads at speed s anywhere
                 // between u (static) and s^2 u (inertial): the deviation may hold up to (s^2 - 1) u
                 // of it, for any s still possible (both intervals hold 0, so taking them one after
@@ -1273,6 +1328,7 @@ Decision Detector::update(const Sample& sample) {
                 deviation -= as_recorded;
             } else {
                 ev.speed_band = 0.0;
+                ev.speed_change_band = 0.0;
                 ev.model_band = 0.0;
             }
             // Off the recorded speed, dry friction leaves a still joint's torque undetermined

@@ -69,6 +69,10 @@ struct JointEvaluation {
     // freed of its start value (Detector::speed_interval). Forgiven amount, >= 0; about 0 once
     // the estimate has settled.
     double speed_band = 0.0;
+    // The part of the deviation then forgiven as a speed that changes (the override turned): s'
+    // (Detector::speed_change_explained) times the torque of an acceleration along the reference's
+    // velocity (SpeedModel::speed_change), on that torque's side only. Forgiven amount, >= 0.
+    double speed_change_band = 0.0;
     // The part of the deviation forgiven as what the speed model leaves unexplained of the
     // reference, u (SpeedModel::unexplained): at speed ratio s it may read anywhere between u and
     // s^2 u, so up to (s^2 - 1) u of the deviation, on u's side only; and where the split itself
@@ -145,6 +149,10 @@ public:
     // explains, averaged over the latest kRateSamples samples (0 where the robot is not clearly
     // moving or the joint angles do not confirm the partner).
     double speed_change_rate() const { return speed_change_rate_; }
+    // The s' the latest sample's speed band explained torques with (phase-aware, with a speed
+    // model): speed_change_rate() while the speed clearly changes, before that the s' both the
+    // joint angles and the torques witness (witnessed_speed_change), else 0.
+    double speed_change_explained() const { return speed_change_explained_; }
     bool has_speed_model() const { return !speed_inertial_.empty(); }
     // The profile models a declared payload; the last sample declared one; what its payload's
     // torque took off each joint's newest sample (matched units).
@@ -251,6 +259,15 @@ private:
     // estimate reads at one speed beyond the floor are single samples where the task's
     // acceleration changes fastest).
     bool speed_changing() const;
+    // Before speed_changing() can tell (the first 10-30 ms of a turned override's ramp, while s'
+    // is still under what the angles read at one speed): the s' the joint angles (witness_rate_)
+    // and the torques (the shared deviations fitted to s' x the speed-change torques, each joint
+    // in units of its phase threshold) both read, the smaller of the two when they agree on the
+    // side, else 0. Needs this sample's shared deviations.
+    double witnessed_speed_change() const;
+    // The share of the deviations' weighted sum of squares the torques' s' must explain to count
+    // as a witness: more than anything else does (a majority), a rule of thumb, not fitted.
+    static constexpr double kWitnessShare = 0.5;
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -406,6 +423,9 @@ private:
     std::array<double, kRateSamples> rate_recent_{};
     std::size_t rate_next_ = 0;
     double speed_change_rate_ = 0.0;
+    // The latest sample's s' as the angles read it from kJumpWeight on and at any ratio (0: not
+    // read; update_speed), and the s' its speed band took (speed_change_explained()).
+    double witness_rate_ = 0.0, speed_change_explained_ = 0.0;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
     // candidate; reference angles and velocities, the sample's, the angle scale's inverse).
