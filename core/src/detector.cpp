@@ -1257,8 +1257,7 @@ Decision Detector::update(const Sample& sample) {
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
         const bool speed_changing = this->speed_changing();  // (the same for every joint)
-        const double witnessed_rate = speed_changing ? speed_change_rate_ : witnessed_speed_change();
-        speed_change_explained_ = witnessed_rate;
+        speed_change_explained_ = speed_changing ? speed_change_rate_ : witnessed_speed_change();
         // Every joint is judged at the shared partner: the payload forces' difference once.
         const Eigen::Vector3d force_difference =
             payload_total_.empty() || !payload_active_ ? Eigen::Vector3d::Zero() : payload_force_difference(shared_);
@@ -1305,7 +1304,8 @@ Decision Detector::update(const Sample& sample) {
                 zone_low += lo, zone_high += hi;
                 ev.speed_band = std::abs(explained);
                 deviation -= explained;
-                const double change = witnessed_rate != 0.0 ? witnessed_rate * speed_change_[j][partner] : 0.0;  // (none in older profiles)
+                const double rate = speed_change_explained_;  // (no speed_change in older profiles: then 0)
+                const double change = rate != 0.0 ? rate * speed_change_[j][partner] : 0.0;
                 const double changing = std::clamp(deviation, std::min(0.0, change), std::max(0.0, change));
                 zone_low += std::min(0.0, change), zone_high += std::max(0.0, change);
                 ev.speed_change_band = std::abs(changing);
