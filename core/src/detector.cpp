@@ -1304,8 +1304,8 @@ Decision Detector::update(const Sample& sample) {
                 zone_low += lo, zone_high += hi;
                 ev.speed_band = std::abs(explained);
                 deviation -= explained;
-                const double rate = speed_change_explained_;  // (no speed_change in older profiles: then 0)
-                const double change = rate != 0.0 ? rate * speed_change_[j][partner] : 0.0;
+                // (no speed_change in older profiles: then speed_change_explained_ is 0)
+                const double change = speed_change_explained_ != 0.0 ? speed_change_explained_ * speed_change_[j][partner] : 0.0;
                 const double changing = std::clamp(deviation, std::min(0.0, change), std::max(0.0, change));
                 zone_low += std::min(0.0, change), zone_high += std::max(0.0, change);
                 ev.speed_change_band = std::abs(changing);
