@@ -417,6 +417,43 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         // until the partner reached the wrap-around — at a stream's start it never did).
         for (std::size_t k = size; k-- > 0 && standstill_end_[k] == size;) standstill_end_[k] = standstill_end_[0];
     }
+    {
+        // The reference's holds (hold_, hold_low_, hold_high_; see the header).
+        const std::size_t size = profile_.reference.size(), n = profile_.joints;
+        std::vector<std::uint8_t> holding(size, 1);
+        for (std::size_t j = 0; j < n; ++j) {
+            const auto& v = reference_velocity_[j];
+            double fastest = 0.0;
+            for (const double x : v) fastest = std::max(fastest, std::abs(x));
+            const double creep = std::max(kHoldCreep * fastest, kMovingVelocity);
+            for (std::size_t k = 0; k < size; ++k) {
+                if (std::abs(v[k]) > creep) holding[k] = 0;
+            }
+        }
+        hold_.assign(size, 0);
+        hold_low_ = profile_.reference.q;
+        hold_high_ = profile_.reference.q;
+        std::size_t holds = 0;
+        for (std::size_t begin = 0; begin < size;) {
+            if (!holding[begin]) {
+                ++begin;
+                continue;
+            }
+            std::size_t end = begin;
+            while (end < size && holding[end]) ++end;
+            ++holds;
+            for (std::size_t k = begin; k < end; ++k) hold_[k] = holds;
+            for (std::size_t j = 0; j < n; ++j) {
+                double lo = INFINITY, hi = -INFINITY;
+                for (std::size_t k = begin; k < end; ++k) {
+                    if (reference_moving_[k]) continue;
+                    lo = std::min(lo, profile_.reference.q[j][k]), hi = std::max(hi, profile_.reference.q[j][k]);
+                }
+                for (std::size_t k = begin; k < end; ++k) hold_low_[j][k] = lo, hold_high_[j][k] = hi;
+            }
+            begin = end;
+        }
+    }
     if (profile_.method == MatchingMethod::Mdtw && profile_.reference.cycle_begins.size() >= 2) {
         // The reference's cycles pass through the same phases of the task (mDTW: the task repeats;
         // KA-mDTW's cycles are variants of it). Where a move of one cycle has twins in the others
@@ -1039,6 +1076,7 @@ Decision Detector::update(const Sample& sample) {
     // 0 either way).
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
+        const bool later_in_hold = off_speed && has_shared_ && candidate >= shared_ && hold_[candidate] != 0 && hold_[candidate] == hold_[shared_] && !reference_moving_[candidate];
         for (std::size_t j = 0; j < n; ++j) {
             // (the level of a joint resting since the stream began tells no phase from another
             // beyond its friction band; off the recorded speed the score stays with the whole
@@ -1058,7 +1096,11 @@ Decision Detector::update(const Sample& sample) {
                 deviation = change_from_rest_offset(j, a, low, high);
             }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
-            score += std::min(std::abs(sample.q[j] - profile_.reference.q[j][candidate]) / angle_scale_[j], 1e3);
+            // (off the recorded speed, later in the partner's hold: from the hold's range of angles)
+            const double q = sample.q[j];
+            const double angle_distance = later_in_hold ? std::max({hold_low_[j][candidate] - q, q - hold_high_[j][candidate], 0.0})
+                                                        : std::abs(q - profile_.reference.q[j][candidate]);
+            score += std::min(angle_distance / angle_scale_[j], 1e3);
         }
         // A declared payload marks the phase: a sample that carries a part belongs where the
         // reference carries one, and an empty gripper where it does not. A candidate that
