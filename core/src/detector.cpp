@@ -418,7 +418,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
         for (std::size_t k = size; k-- > 0 && standstill_end_[k] == size;) standstill_end_[k] = standstill_end_[0];
     }
     {
-        // The reference's holds (hold_, hold_low_, hold_high_; see the header).
+        // The reference's holds (hold_, hold_range_; see the header).
         const std::size_t size = profile_.reference.size(), n = profile_.joints;
         std::vector<std::uint8_t> holding(size, 1);
         for (std::size_t j = 0; j < n; ++j) {
@@ -431,9 +431,7 @@ Detector::Detector(Profile profile, MatcherKind matcher)
             }
         }
         hold_.assign(size, 0);
-        hold_low_ = profile_.reference.q;
-        hold_high_ = profile_.reference.q;
-        std::size_t holds = 0;
+        hold_range_.clear();
         for (std::size_t begin = 0; begin < size;) {
             if (!holding[begin]) {
                 ++begin;
@@ -441,15 +439,15 @@ Detector::Detector(Profile profile, MatcherKind matcher)
             }
             std::size_t end = begin;
             while (end < size && holding[end]) ++end;
-            ++holds;
-            for (std::size_t k = begin; k < end; ++k) hold_[k] = holds;
-            for (std::size_t j = 0; j < n; ++j) {
-                double lo = INFINITY, hi = -INFINITY;
-                for (std::size_t k = begin; k < end; ++k) {
-                    if (reference_moving_[k]) continue;
-                    lo = std::min(lo, profile_.reference.q[j][k]), hi = std::max(hi, profile_.reference.q[j][k]);
+            const std::size_t first = hold_range_.size();
+            hold_range_.resize(first + n, {INFINITY, -INFINITY});
+            for (std::size_t k = begin; k < end; ++k) {
+                hold_[k] = first / n + 1;
+                if (reference_moving_[k]) continue;
+                for (std::size_t j = 0; j < n; ++j) {
+                    auto& [low, high] = hold_range_[first + j];
+                    low = std::min(low, profile_.reference.q[j][k]), high = std::max(high, profile_.reference.q[j][k]);
                 }
-                for (std::size_t k = begin; k < end; ++k) hold_low_[j][k] = lo, hold_high_[j][k] = hi;
             }
             begin = end;
         }
@@ -1076,7 +1074,9 @@ Decision Detector::update(const Sample& sample) {
     // 0 either way).
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
-        const bool later_in_hold = off_speed && has_shared_ && candidate >= shared_ && hold_[candidate] != 0 && hold_[candidate] == hold_[shared_] && !reference_moving_[candidate];
+        const std::size_t hold = hold_[candidate];
+        const bool later_in_hold =
+            off_speed && has_shared_ && candidate >= shared_ && hold != 0 && hold == hold_[shared_] && !reference_moving_[candidate];
         for (std::size_t j = 0; j < n; ++j) {
             // (the level of a joint resting since the stream began tells no phase from another
             // beyond its friction band; off the recorded speed the score stays with the whole
@@ -1098,8 +1098,11 @@ Decision Detector::update(const Sample& sample) {
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
             // (off the recorded speed, later in the partner's hold: from the hold's range of angles)
             const double q = sample.q[j];
-            const double angle_distance = later_in_hold ? std::max({hold_low_[j][candidate] - q, q - hold_high_[j][candidate], 0.0})
-                                                        : std::abs(q - profile_.reference.q[j][candidate]);
+            double angle_distance = std::abs(q - profile_.reference.q[j][candidate]);
+            if (later_in_hold) {
+                const auto [least, largest] = hold_range_[(hold - 1) * n + j];
+                angle_distance = std::max({least - q, q - largest, 0.0});
+            }
             score += std::min(angle_distance / angle_scale_[j], 1e3);
         }
         // A declared payload marks the phase: a sample that carries a part belongs where the

@@ -24,6 +24,7 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Geometry>
@@ -496,7 +497,7 @@ private:
     // last 6 % of time, over 0.2 % of its distance.
     static constexpr double kHoldCreep = 0.05;
     std::vector<std::size_t> hold_;
-    std::vector<std::vector<double>> hold_low_, hold_high_;
+    std::vector<std::pair<double, double>> hold_range_;  // hold h's, joint j's at (h - 1) * joints + j
     // The robot's cycle counter (Sample::cycle) with the reference's cycle begins
     // (Reference::cycle_begins): for the first m samples after the counter changed, the program
     // has just begun a cycle, and each reference cycle's begin plus the samples since the change
