@@ -1072,11 +1072,12 @@ Decision Detector::update(const Sample& sample) {
     // assembly, mDTW with a dry-run arm model: joint 4's Coulomb term ran to its bound, 31,050
     // false stops per 1,000 cycles scored pooled, 67 scored by the own copy; VP-6242-like nominal
     // 0 either way).
+    // (off the recorded speed, the hold the partner is in: 0 for none)
+    const std::size_t partner_hold = off_speed && has_shared_ ? hold_[shared_] : 0;
     const auto score_of = [&](std::size_t candidate) {
         double score = 0;
         const std::size_t hold = hold_[candidate];
-        const bool later_in_hold =
-            off_speed && has_shared_ && candidate >= shared_ && hold != 0 && hold == hold_[shared_] && !reference_moving_[candidate];
+        const bool later_in_hold = partner_hold != 0 && hold == partner_hold && candidate >= shared_ && !reference_moving_[candidate];
         for (std::size_t j = 0; j < n; ++j) {
             // (the level of a joint resting since the stream began tells no phase from another
             // beyond its friction band; off the recorded speed the score stays with the whole
@@ -1096,7 +1097,7 @@ Decision Detector::update(const Sample& sample) {
                 deviation = change_from_rest_offset(j, a, low, high);
             }
             score += std::min(std::max(deviation, 0.0) / noise_scale_[j], 1e3);
-            // (off the recorded speed, later in the partner's hold: from the hold's range of angles)
+            // (off the recorded speed, standing later in the partner's hold: from the hold's range of angles)
             const double q = sample.q[j];
             double angle_distance = std::abs(q - profile_.reference.q[j][candidate]);
             if (later_in_hold) {
