@@ -262,9 +262,10 @@ private:
     bool speed_changing() const;
     // Before speed_changing() can tell (the first 10-30 ms of a turned override's ramp, while s'
     // is still under what the angles read at one speed): the s' the joint angles (witness_rate_,
-    // or the sample's before it where both read one side and that one read more) and the torques (the shared deviations fitted to s' x the speed-change torques, each joint
-    // in units of its phase threshold) both read, the smaller of the two when they agree on the
-    // side, else 0. Needs this sample's shared deviations.
+    // or the sample's before it where both read one side and that one read more) and the torques
+    // (the shared deviations fitted to s' x the speed-change torques, each joint in units of its
+    // phase threshold) both read, the smaller of the two when they agree on the side, else 0.
+    // Needs this sample's shared deviations.
     double witnessed_speed_change() const;
     // The share of the deviations' weighted sum of squares the torques' s' must explain to count
     // as a witness: more than anything else does (a majority), a rule of thumb, not fitted.
