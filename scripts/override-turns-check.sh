@@ -9,22 +9,26 @@
 # cycles with 50 contacts, evaluates the default and the published detector, prints false stops and
 # detections. About 3 minutes per robot.
 #
-#   bash scripts/override-turns-check.sh [--ramp S] [--seed N] PROFILE_DIR ROBOT.json TASK.json [OUT_DIR]
+#   bash scripts/override-turns-check.sh [--ramp S] [--seed N] [--reported] PROFILE_DIR ROBOT.json TASK.json [OUT_DIR]
 #
 # PROFILE_DIR holds profile-phase.json (default detector) and profile.json (published), e.g.
 # build/benchmarks/ur5e-like. --ramp: seconds a change of 100 % takes (default: the simulator's, 0.5).
+# WARPGUARD_BUILD: the build directory whose programs run (default build).
+# --reported: the robot's task reports the override with every sample (warpguard-sim
+# --report-override, column 'override'; the same runs otherwise), as the detector can then use it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ramp="" seed=9100
+ramp="" seed=9100 reported=0
 while [ $# -gt 0 ] && [ "${1#--}" != "$1" ]; do
   case "$1" in
     --ramp) ramp=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
-    *) echo "override-turns-check: unknown option '$1' (expected --ramp S or --seed N)" >&2; exit 2 ;;
+    --reported) reported=1; shift ;;
+    *) echo "override-turns-check: unknown option '$1' (expected --ramp S, --seed N or --reported)" >&2; exit 2 ;;
   esac
 done
 if [ $# -lt 3 ]; then
-  echo "usage: bash scripts/override-turns-check.sh [--ramp S] [--seed N] PROFILE_DIR ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/override-turns-check.sh [--ramp S] [--seed N] [--reported] PROFILE_DIR ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 dir=$1 robot=$2 task=$3
@@ -33,12 +37,13 @@ for f in "$dir/profile-phase.json" "$dir/profile.json" "$robot" "$task"; do
 done
 out=${4:-$dir/override-turns}
 mkdir -p "$out"
-sim=build/samples/sim/warpguard-sim
-wg=build/tools/warpguard
+sim=${WARPGUARD_BUILD:-build}/samples/sim/warpguard-sim
+wg=${WARPGUARD_BUILD:-build}/tools/warpguard
 
 . scripts/record-helper.sh
 override_turns
 [ -n "$ramp" ] && turns+=(--override-ramp "$ramp")
+[ "$reported" = 1 ] && turns+=(--report-override)
 
 "$sim" record --robot "$robot" --task "$task" --cycles 100 --seed "$seed" "${turns[@]}" --out "$out/nominal.csv" &
 "$sim" record --robot "$robot" --task "$task" --cycles 51 --seed $((seed + 1)) --contacts 50 "${turns[@]}" --out "$out/collisions.csv" &

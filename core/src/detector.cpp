@@ -632,6 +632,8 @@ void Detector::reset() {
     speed_prior_weight_ = 1.0;
     speed_recent_count_ = 0, speed_recent_next_ = 0;
     jump_count_ = 0, jump_side_ = 0;
+    reported_override_ = std::numeric_limits<double>::quiet_NaN();
+    turn_side_ = 0;
     if (streaming_) streaming_->reset();
     if (arm_) arm_->reset();
 }
@@ -707,7 +709,7 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     // it by s' dt at once, and so do the ratios remembered for the outlier test (below): an average
     // over ~25 samples, held until half its ring agrees, lags a turned override by 50-100 ms,
     // long enough for the inertial torques of the new speed to stop the robot.
-    if (speed_changing() && speed_settled()) {
+    if (speed_changing() && speed_settled() && !reported_turn_open()) {
         const double step = std::clamp(speed_ratio_ + speed_change_rate_ * last_dt_, kSpeedMin, kSpeedMax) - speed_ratio_;
         set_speed_ratio(speed_ratio_ + step);
         for (std::size_t i = 0; i < speed_recent_count_; ++i) speed_recent_[i] += step;
@@ -796,6 +798,30 @@ void Detector::update_speed(std::size_t partner, std::span<const double> q) {
     set_speed_ratio(speed_ratio_ + kSpeedGain * weight * (ratio - speed_ratio_));
 }
 
+void Detector::follow_reported_override(const Sample& sample) {
+    if (turn_side_ != 0 && sample.t > turn_until_) turn_side_ = 0;
+    const double reported = sample.speed_override;
+    if (!(reported >= kOverrideMin)) return;  // not reported (NaN), or the controller pauses by it
+    const double before = reported_override_;
+    reported_override_ = reported;
+    // The first report of a stream says nothing about the estimate (the reference's own override
+    // is not known to the profile); a turn moves it by the ratio of the two reports. Changes
+    // under a thousandth are the report's rounding (a float32 on the binary link).
+    if (!(before > 0) || speed_inertial_.empty() || std::abs(reported / before - 1.0) < 1e-3) return;
+    const double from = speed_ratio_;
+    set_speed_ratio(std::clamp(from * reported / before, kSpeedMin, kSpeedMax));
+    const double factor = speed_ratio_ / from;
+    for (std::size_t i = 0; i < speed_recent_count_; ++i) speed_recent_[i] *= factor;
+    jump_count_ = 0;
+    // While the controller follows the turn the speed lies anywhere between the two (a turn that
+    // comes while another is followed widens the span).
+    const bool open = turn_side_ != 0;
+    turn_lo_ = std::min({from, speed_ratio_, open ? turn_lo_ : from});
+    turn_hi_ = std::max({from, speed_ratio_, open ? turn_hi_ : from});
+    turn_side_ = reported > before ? 1 : -1;
+    turn_until_ = sample.t + kTurnLead + kTurnSecondsPer100 * std::abs(reported - before);
+}
+
 double Detector::witnessed_speed_change() const {
     // The first 10-30 ms of a turned override's ramp: s' is still under what the angles read at
     // one speed (speed_change_floor_), so speed_changing() cannot tell it, yet the inertial torque
@@ -807,7 +833,18 @@ double Detector::witnessed_speed_change() const {
     // push that turns the current past zero reads on the wrong side, where it can agree with the
     // angles (the held-out LR Mate-like as current in A: 11 of its 100 collisions found 4-44 ms
     // later and a 27 N push missed with the witness, 151 -> 149 false stop events with turns).
-    if (speed_change_.empty() || !profile_.phase || !has_shared_ || !profile_.current_sign.empty()) return 0.0;
+    if (speed_change_.empty() || !profile_.phase || !has_shared_) return 0.0;
+    // A turn the robot reported is the second witness, for a current as for a torque: the angles'
+    // s' on its side (the latest sample's or the one's before, the larger) is taken while the
+    // controller follows it.
+    if (reported_turn_open()) {
+        double angles = witness_rate_;
+        if ((previous_witness_rate_ > 0) == (angles > 0) && std::abs(previous_witness_rate_) > std::abs(angles)) {
+            angles = previous_witness_rate_;
+        }
+        return angles * turn_side_ > 0 ? angles : 0.0;
+    }
+    if (!profile_.current_sign.empty()) return 0.0;
     // The latest sample's s' as the joint angles measured it (0 when not measured), or the sample's
     // before it where both lie on one side and that one is larger: double differences of angles
     // alternate from sample to sample where the time stamps are uneven (here 3, 4 or 5 ms apart),
@@ -859,6 +896,9 @@ std::pair<double, double> Detector::speed_interval() const {
     const double w = speed_prior_weight_;
     if (!(w < 0.99)) return {kSpeedMin, kSpeedMax};
     const double unbiased = std::clamp((speed_ratio_ - w) / (1.0 - w), kSpeedMin, kSpeedMax);
+    if (reported_turn_open()) {
+        return {std::min({speed_ratio_, unbiased, turn_lo_}), std::max({speed_ratio_, unbiased, turn_hi_})};
+    }
     return {std::min(speed_ratio_, unbiased), std::max(speed_ratio_, unbiased)};
 }
 
@@ -1289,6 +1329,7 @@ Decision Detector::update(const Sample& sample) {
         }
         windows_[j * m + m - 1] = -windows_[j * m + m - 1];
     }
+    follow_reported_override(sample);
     update_speed(shared, sample.q);
     for (std::size_t j = 0; j < n; ++j) {
         // The newest sample against the reference's range around the partner; the limits the

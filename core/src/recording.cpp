@@ -53,7 +53,19 @@ void Recording::append(const Sample& s) {
                                              : fmt::format("sample {} declares no payload in a recording whose earlier samples do",
                                                            t.size()));
     }
+    const bool reported = std::isfinite(s.speed_override);
+    if (reported && !(s.speed_override >= 0.0 && s.speed_override <= 1.0)) {
+        throw std::invalid_argument(fmt::format("reported speed override must lie in [0, 1] (1 = 100 %), got {}", s.speed_override));
+    }
+    if (reported != reports_override() && !t.empty()) {
+        throw std::invalid_argument(reported ? fmt::format("sample {} reports a speed override ({}) in a recording whose earlier samples "
+                                                           "report none; a recording reports it in every sample or in none",
+                                                           t.size(), s.speed_override)
+                                             : fmt::format("sample {} reports no speed override in a recording whose earlier samples do",
+                                                           t.size()));
+    }
     if (declared) payload.push_back(s.payload);
+    if (reported) speed_override.push_back(s.speed_override);
     t.push_back(s.t);
     seq.push_back(s.seq);
     cycle.push_back(s.cycle);
@@ -71,6 +83,7 @@ Sample Recording::sample(std::size_t i, std::span<double> scratch_tau, std::span
     }
     Sample s{t[i], seq[i], cycle[i], mode[i], scratch_tau.first(joints_), scratch_q.first(joints_)};
     if (declares_payload()) s.payload = payload[i];
+    if (reports_override()) s.speed_override = speed_override[i];
     return s;
 }
 
@@ -165,6 +178,7 @@ Recording Recording::slice(std::size_t begin, std::size_t end) const {
     copy(cycle, out.cycle);
     copy(mode, out.mode);
     if (declares_payload()) copy(payload, out.payload);
+    if (reports_override()) copy(speed_override, out.speed_override);
     for (std::size_t j = 0; j < joints_; ++j) {
         copy(tau[j], out.tau[j]);
         copy(q[j], out.q[j]);

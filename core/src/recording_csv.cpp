@@ -128,9 +128,11 @@ public:
                                         shorten(header[c])));
             }
         }
-        // Optional: the declared payload, then the simulator's ground truth.
+        // Optional: the declared payload, the reported speed override, then the simulator's ground truth.
         const bool payload = header.size() > expected.size() && header[expected.size()] == "payload";
-        const std::size_t base = expected.size() + (payload ? 1 : 0);
+        const std::size_t override_column = expected.size() + (payload ? 1 : 0);
+        const bool reported_override = header.size() > override_column && header[override_column] == "override";
+        const std::size_t base = override_column + (reported_override ? 1 : 0);
         bool ground_truth = false;
         bool age = false;  // the optional contact_age after contact_link (written since 2026-11-27)
         if (header.size() > base) {
@@ -138,10 +140,13 @@ public:
                 const std::size_t c = base + k;
                 const std::string_view got = c < header.size() ? header[c] : std::string_view("<nothing>");
                 if (got != kGroundTruthColumns[k]) {
+                    const std::string before = k != 0 || reported_override ? ""
+                                               : payload                     ? "'override' or "
+                                                                             : "'payload', 'override' or ";
                     fail(c + 1, fmt::format("expected {}ground-truth column '{}' (got '{}'); after the angles come "
-                                            "an optional 'payload' and the optional ground truth contact,contact_force,contact_link"
-                                            "[,contact_age]",
-                                            k == 0 && !payload ? "'payload' or " : "", kGroundTruthColumns[k], shorten(got)));
+                                            "an optional 'payload', an optional 'override' and the optional ground truth "
+                                            "contact,contact_force,contact_link[,contact_age]",
+                                            before, kGroundTruthColumns[k], shorten(got)));
                 }
             }
             const std::size_t after = base + kGroundTruthColumns.size();
@@ -156,6 +161,7 @@ public:
         const std::size_t columns = base + (ground_truth ? kGroundTruthColumns.size() : 0) + (age ? 1 : 0);
         names_.assign(expected.begin(), expected.end());
         if (payload) names_.push_back("payload");
+        if (reported_override) names_.push_back("override");
         if (ground_truth) names_.insert(names_.end(), kGroundTruthColumns.begin(), kGroundTruthColumns.end());
         if (age) names_.push_back("contact_age");
 
@@ -191,6 +197,12 @@ public:
                 s.payload = real(fields, 4 + 2 * n);
                 if (s.payload < 0) {
                     fail(5 + 2 * n, fmt::format("payload must be >= 0 kg (got '{}')", fields[4 + 2 * n]));
+                }
+            }
+            if (reported_override) {
+                s.speed_override = real(fields, override_column);
+                if (!(s.speed_override >= 0.0 && s.speed_override <= 1.0)) {
+                    fail(override_column + 1, fmt::format("override must lie in [0, 1] (1 = 100 %; got '{}')", fields[override_column]));
                 }
             }
             rec.append(s);
@@ -292,6 +304,7 @@ void write_recording(const Recording& rec, std::ostream& out) {
     std::string line;
     for (std::size_t c = 0; c < header.size(); ++c) line += (c ? "," : "") + header[c];
     if (rec.declares_payload()) line += ",payload";
+    if (rec.reports_override()) line += ",override";
     const bool age = rec.has_ground_truth() && !rec.ground_truth->contact_age.empty();
     if (rec.has_ground_truth()) line += ",contact,contact_force,contact_link";
     if (age) line += ",contact_age";
@@ -305,6 +318,7 @@ void write_recording(const Recording& rec, std::ostream& out) {
         for (std::size_t j = 0; j < rec.joints(); ++j) fmt::format_to(std::back_inserter(buf), ",{}", rec.tau[j][i]);
         for (std::size_t j = 0; j < rec.joints(); ++j) fmt::format_to(std::back_inserter(buf), ",{}", rec.q[j][i]);
         if (rec.declares_payload()) fmt::format_to(std::back_inserter(buf), ",{}", rec.payload[i]);
+        if (rec.reports_override()) fmt::format_to(std::back_inserter(buf), ",{}", rec.speed_override[i]);
         if (rec.has_ground_truth()) {
             const auto& gt = *rec.ground_truth;
             fmt::format_to(std::back_inserter(buf), ",{},{},{}", gt.contact[i], gt.contact_force[i], gt.contact_link[i]);

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
     add_cell_options(record);
     record->add_option("--period", options.sampling.period, "Background task's nominal sample period, s")->capture_default_str();
     record->add_option("--stop-at", stop_at, "Brake to a stop at this time, s (and stay stopped)");
+    // Offline only: the wire protocol does not carry the override yet (robot_scripts/PROTOCOL.md).
+    record->add_flag("--report-override", options.report_override,
+                     "Every sample carries the speed override the controller reports (column 'override'; at most 1)");
     record->add_option("--out", out, "CSV file to write")->required();
 
     // run: the same cell, live against warpguardd over TCP, behaving like the vendor's script.

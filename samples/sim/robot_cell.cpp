@@ -224,6 +224,16 @@ RobotCell::RobotCell(RobotDescription robot, Task task, CellOptions options)
         throw std::invalid_argument(fmt::format("speed override ramp {} s is shorter than the brake's {} s: expected at least that",
                                                 options_.override_ramp, options_.brake_time));
     }
+    if (options_.report_override) {
+        // What the controller reports is its slider, which ends at 100 %.
+        double highest = options_.speed_override;
+        for (const OverrideChange& c : options_.override_changes) highest = std::max(highest, options_.speed_override * c.value);
+        if (highest > 1.0) {
+            throw std::invalid_argument(fmt::format("a reported speed override cannot exceed 1 (a slider ends at 100 %), but "
+                                                    "the run reaches {}: lower --override or the --override-change values",
+                                                    highest));
+        }
+    }
 
 }
 
@@ -493,6 +503,7 @@ Recording RobotCell::record(std::size_t cycles) {
             const double robot_clock = std::round((t + pre) * 1e6) / 1e6;
             Sample sample{robot_clock, seq++, counter, 0u, measured, angles};
             sample.payload = declared_payload;
+            if (options_.report_override) sample.speed_override = options_.speed_override * knob;
             rec.append(sample);
             const bool touching = force > 0.0;
             rec.ground_truth->contact.push_back(touching ? 1 : 0);

@@ -123,6 +123,11 @@ struct CellOptions {
     // dragging a slider over its range, which the controller follows smoothly; at least brake_time.
     std::vector<OverrideChange> override_changes;
     double override_ramp = 0.5;
+    // Every sample carries the speed override the controller reports (speed_override x the knob
+    // of the moment, Sample::speed_override): the operator's setting, which the motion follows
+    // only over its ramp. Off: the robot's task does not send it. A slider ends at 100 %, so
+    // overrides over 1 are refused with it (RobotCell's constructor).
+    bool report_override = false;
     SampleHook on_sample;            // called for every sample, in order
 };
 

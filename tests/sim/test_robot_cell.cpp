@@ -1527,6 +1527,80 @@ TEST_CASE("an override turned while the robot waits is taken within a few sample
     CHECK(nominal.events.size() <= 3 * turns.size());
 }
 
+TEST_CASE("a reported override is followed at its turn, even with the arm at rest: fewer stops, collisions found",
+          "[sim][speed][override]") {
+    // The held-out LR Mate-like reports motor current (no torque witness of a ramp) and stands
+    // through its screwing, where no velocity can tell a turn; a robot task that sends the
+    // controller's override (Sample::speed_override) tells the detector when and by how much.
+    const LrMateScrewing cell;
+    const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
+    std::vector<sim::OverrideChange> turns;
+    for (std::size_t k = 0; k < 12; ++k) turns.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
+    sim::CellOptions options;
+    options.seed = 75;
+    options.override_changes = turns;
+    options.report_override = true;
+    sim::RobotCell reporting(cell.robot, cell.task, options);
+    const Recording run = reporting.record(10);
+    REQUIRE(run.reports_override());
+    Recording silent = run;  // the same samples from a task that does not send the override
+    silent.speed_override.clear();
+    REQUIRE_FALSE(silent.reports_override());
+
+    // The report: the knob of the moment, from the turn's own time on (the recording's clock is
+    // 0.2 s ahead of the simulation's; a sample within a microsecond of a turn may read either).
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        double knob = 1.0;
+        bool at_turn = false;
+        for (const auto& c : turns) {
+            if (run.t[i] - 0.2 >= c.at) knob = c.value;
+            at_turn = at_turn || std::abs(run.t[i] - 0.2 - c.at) < 1e-6;
+        }
+        if (at_turn) continue;
+        if (std::abs(run.speed_override[i] - knob) > 1e-12) FAIL("row " << i << " at t = " << run.t[i] << " reports " << run.speed_override[i] << ", the knob was " << knob);
+    }
+
+    // At each turn's first sample the estimate moves by the turn's own factor.
+    Detector detector(cell.profile);
+    std::vector<double> tau(run.joints()), q(run.joints());
+    std::size_t scaled = 0, seen = 0;
+    double before = detector.speed_ratio();
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        detector.update(run.sample(i, tau, q));
+        if (i > 0 && run.speed_override[i] != run.speed_override[i - 1]) {
+            ++seen;
+            const double factor = run.speed_override[i] / run.speed_override[i - 1];
+            // (the update also learns from the sample itself: at most a gain of 1/25 of its ratio's distance)
+            if (std::abs(detector.speed_ratio() / before - factor) < 0.05 * factor) ++scaled;
+        }
+        before = detector.speed_ratio();
+    }
+    INFO(scaled << " of " << seen << " turns moved the estimate by their factor at once");
+    const auto within = static_cast<std::size_t>(std::count_if(turns.begin(), turns.end(), [&](const auto& c) { return c.at + 0.2 < run.t.back(); }));
+    REQUIRE(seen == within);
+    REQUIRE(seen >= 8);
+    CHECK(scaled == seen);
+
+    Detector with(cell.profile), without(cell.profile);
+    const RunEvaluation told = evaluate_detector("turns reported", run, with);
+    const RunEvaluation guessed = evaluate_detector("turns not reported", silent, without);
+    INFO("10 nominal cycles with " << seen << " turns: " << told.events.size() << " stop events with the override reported, "
+                                              << guessed.events.size() << " without");
+    CHECK(2 * told.events.size() <= guessed.events.size());
+
+    options.seed = 76;
+    sim::RobotCell hitting(cell.robot, cell.task, options);
+    const auto starts = hitting.schedule(11);
+    hitting.set_contacts(sim::random_contacts(10, starts, starts[1] - starts[0], cell.robot.dof(), 100.0, 300.0, 83));
+    const Recording hits_run = hitting.record(11);
+    Detector hits_detector(cell.profile);
+    const RunEvaluation hits = evaluate_detector("turns reported, collisions", hits_run, hits_detector);
+    REQUIRE(hits.truth.has_value());
+    INFO("collisions with reported turns: " << hits.truth->detected << " of " << hits.truth->collisions.size() << " detected");
+    CHECK(hits.truth->collisions.size() == 10);
+    CHECK(hits.truth->detected >= 9);
+}
+
 TEST_CASE("a turned override's first milliseconds are explained where the angles and the torques both witness the "
           "speed change, a collision's are not",
           "[sim][speed][override]") {

@@ -129,6 +129,53 @@ TEST_CASE("a recording declares its payload in every sample or in none", "[csv]"
     CHECK(declared.payload.size() == 1);
 }
 
+TEST_CASE("the reported speed override column is read after the payload, written back and sliced", "[csv]") {
+    const Recording rec = parse(kHeader.substr(0, kHeader.size() - 1) +
+                                ",payload,override,contact,contact_force,contact_link\n"
+                                "0.000,1,1,0,1.5,2.5,0.1,0.2,0,1,0,0,0\n"
+                                "0.004,2,1,0,1.6,2.4,0.1,0.2,1.25,0.7,1,20,3\n"
+                                "0.008,3,2,0,1.7,2.3,0.1,0.2,1.25,0.7,0,0,0\n");
+    REQUIRE(rec.reports_override());
+    CHECK(rec.speed_override == std::vector<double>{1.0, 0.7, 0.7});
+    CHECK(rec.payload == std::vector<double>{0.0, 1.25, 1.25});
+    std::vector<double> tau(2), q(2);
+    CHECK(rec.sample(1, tau, q).speed_override == 0.7);
+    std::stringstream text;
+    write_recording(rec, text);
+    CHECK(text.str().find("q2,payload,override,contact") != std::string::npos);
+    const Recording back = read_recording(text, "mem");
+    CHECK(back.speed_override == rec.speed_override);
+    CHECK(back.ground_truth->contact_force == rec.ground_truth->contact_force);
+    CHECK(rec.slice(0, 2).speed_override == std::vector<double>{1.0, 0.7});
+    // Without the payload the override follows the angles; without the column a sample reads NaN.
+    const Recording alone = parse(kHeader.substr(0, kHeader.size() - 1) + ",override\n0.0,1,1,0,1,2,0,0,0.85\n");
+    CHECK(alone.speed_override == std::vector<double>{0.85});
+    CHECK_FALSE(alone.declares_payload());
+    const Recording plain = parse(kHeader + "0.0,1,1,0,1,2,0,0\n");
+    CHECK_FALSE(plain.reports_override());
+    CHECK(std::isnan(plain.sample(0, tau, q).speed_override));
+}
+
+TEST_CASE("a recording reports the speed override in every sample or in none, each in [0, 1]", "[csv]") {
+    Recording rec(1, RecordingInfo{});
+    const double tau[1] = {1.0}, q[1] = {0.0};
+    Sample s{0.0, 0, 0, 0u, tau, q};
+    rec.append(s);
+    s.speed_override = 0.8;
+    CHECK_THROWS_WITH(rec.append(s), "sample 1 reports a speed override (0.8) in a recording whose earlier samples report none; "
+                                     "a recording reports it in every sample or in none");
+    Recording reported(1, RecordingInfo{});
+    reported.append(s);
+    s.speed_override = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH(reported.append(s), "sample 1 reports no speed override in a recording whose earlier samples do");
+    s.speed_override = 1.2;
+    CHECK_THROWS_WITH(reported.append(s), "reported speed override must lie in [0, 1] (1 = 100 %), got 1.2");
+    s.speed_override = 0.9, s.payload = -1.0;  // a bad payload beside a good override: neither is appended
+    CHECK_THROWS(reported.append(s));
+    CHECK(reported.size() == 1);
+    CHECK(reported.speed_override.size() == 1);
+}
+
 TEST_CASE("malformed files give one line with file, line, column and the offending text", "[csv]") {
     CHECK(error_of(kHeader + "0.0,1,1,0,1.5,abc,0,0\n") ==
           "run.csv:7:6: column 'tau2' expects a finite number (got 'abc')");
@@ -148,10 +195,18 @@ TEST_CASE("malformed files give one line with file, line, column and the offendi
     CHECK(error_of("# joints 2\n") == "run.csv:1:1: metadata line must be '# key: value' (got '# joints 2')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",contact,force,contact_link\n") ==
           "run.csv:6:10: expected ground-truth column 'contact_force' (got 'force'); after the angles come an optional "
-          "'payload' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
+          "'payload', an optional 'override' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",mass\n") ==
-          "run.csv:6:9: expected 'payload' or ground-truth column 'contact' (got 'mass'); after the angles come an optional "
-          "'payload' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
+          "run.csv:6:9: expected 'payload', 'override' or ground-truth column 'contact' (got 'mass'); after the angles come an "
+          "optional 'payload', an optional 'override' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload,slider\n") ==
+          "run.csv:6:10: expected 'override' or ground-truth column 'contact' (got 'slider'); after the angles come an "
+          "optional 'payload', an optional 'override' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",override,payload\n") ==
+          "run.csv:6:10: expected ground-truth column 'contact' (got 'payload'); after the angles come an optional "
+          "'payload', an optional 'override' and the optional ground truth contact,contact_force,contact_link[,contact_age]");
+    CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",override\n0.0,1,1,0,1,2,0,0,85\n") ==
+          "run.csv:7:9: override must lie in [0, 1] (1 = 100 %; got '85')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0,-0.5\n") ==
           "run.csv:7:9: payload must be >= 0 kg (got '-0.5')");
     CHECK(error_of(kHeader.substr(0, kHeader.size() - 1) + ",payload\n0.0,1,1,0,1,2,0,0\n") ==

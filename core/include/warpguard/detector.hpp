@@ -270,6 +270,12 @@ private:
     // The share of the deviations' weighted sum of squares the torques' s' must explain to count
     // as a witness: more than anything else does (a majority), a rule of thumb, not fitted.
     static constexpr double kWitnessShare = 0.5;
+    // A speed override the robot reports (Sample::speed_override): when it turns, the estimate is
+    // scaled by the same factor at once (also while the arm stands, where no velocity can tell),
+    // and for the controller's ramp the speed interval spans the speeds before and after while
+    // the joint angles' s' on the turn's side is taken as witnessed (reported_turn_open()).
+    void follow_reported_override(const Sample& sample);
+    bool reported_turn_open() const { return turn_side_ != 0; }
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
@@ -429,6 +435,18 @@ private:
     // read; update_speed), the sample's before it, and the s' its speed band took
     // (speed_change_explained()).
     double witness_rate_ = 0.0, previous_witness_rate_ = 0.0, speed_change_explained_ = 0.0;
+    // The latest positive speed override the robot reported (NaN: none since the stream began),
+    // and a reported turn being followed: the speeds it spans, its side (0: none open) and the
+    // robot time until which it is followed. How long a controller takes to follow a turn is not
+    // in any recording the calibration sees, nor in a vendor's documentation found: the simulator
+    // assumes 0.5 s per 100 % of change (docs/simulator.md); a turn is followed for twice that,
+    // plus 0.1 s for the controller to begin (kTurnSecondsPer100, kTurnLead: documented defaults,
+    // not fitted). Overrides under kOverrideMin (a controller that pauses by its override) leave
+    // the estimate alone: the arm stands, and the next positive value is compared with the last.
+    double reported_override_ = std::numeric_limits<double>::quiet_NaN();
+    double turn_lo_ = 0.0, turn_hi_ = 0.0, turn_until_ = 0.0;
+    int turn_side_ = 0;
+    static constexpr double kTurnSecondsPer100 = 1.0, kTurnLead = 0.1, kOverrideMin = 0.05;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
     // candidate; reference angles and velocities, the sample's, the angle scale's inverse).

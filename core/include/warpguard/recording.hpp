@@ -39,6 +39,11 @@ struct Sample {
     // The payload the robot program has declared (kg; e.g. URScript set_payload, RAPID GripLoad),
     // carried by the tool at its tool centre point; NaN when the robot does not send it.
     double payload = std::numeric_limits<double>::quiet_NaN();
+    // The speed override the controller applies, as its robot task reads it (1 = the programmed
+    // speed: the teach pendant's slider, e.g. URScript's target speed fraction, RAPID
+    // CSpeedOverride / 100); NaN when the robot does not send it. It tells the detector when the
+    // operator turns the override and by how much, also while the arm stands (docs/detection.md).
+    double speed_override = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Ground truth written by the simulator: which samples belong to an unscripted contact.
@@ -105,10 +110,13 @@ public:
     bool has_ground_truth() const { return ground_truth.has_value(); }
     // Every sample carries the payload the robot program declared (column `payload`).
     bool declares_payload() const { return !payload.empty(); }
+    // Every sample carries the speed override the controller reported (column `override`).
+    bool reports_override() const { return !speed_override.empty(); }
 
     // Appends one sample; tau and q must have joints() values each (std::invalid_argument otherwise).
     // A recording declares the payload from its first sample on or not at all: a sample that
     // breaks that (a finite payload after samples without, or none after samples with) is refused.
+    // The same holds for the reported speed override, which must lie in [0, 1].
     void append(const Sample& s);
     // Sample view of row i; the spans point into `scratch_tau` / `scratch_q` (each joints() long).
     Sample sample(std::size_t i, std::span<double> scratch_tau, std::span<double> scratch_q) const;
@@ -134,6 +142,7 @@ public:
     std::vector<std::vector<double>> tau;  // tau[joint][row]
     std::vector<std::vector<double>> q;    // q[joint][row]
     std::vector<double> payload;           // declared payload per row, kg (empty: not declared)
+    std::vector<double> speed_override;    // reported speed override per row, 1 = 100 % (empty: not reported)
     std::optional<GroundTruth> ground_truth;
 
 private:
