@@ -138,7 +138,7 @@ MODULE WarpGuard(SYSMODULE,NOSTEPIN)
         FOR i FROM 1 TO WG_JOINTS DO
             PackRawBytes wg_angle{i}, wg_frame, 17+4*(WG_JOINTS+i)\Network\Float4;
         ENDFOR
-@WG_PAYLOAD_FIELD@        SocketSend wg_sock\RawData:=wg_frame;
+@WG_EXTRA_FIELDS@        SocketSend wg_sock\RawData:=wg_frame;
         ClearRawBytes wg_reply;
         SocketReceive wg_sock\RawData:=wg_reply\ReadNoOfBytes:=4\Time:=WG_TIMEOUT;
         UnpackRawBytes wg_reply, 1, reply\Network\IntX:=DINT;

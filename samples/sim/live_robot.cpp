@@ -279,6 +279,9 @@ Reply LiveRobot::on_sample(const Sample& s) {
         // With the handshake's `payload` option: what the task program declared (as the vendor
         // scripts send it); 0 when the cell does not know it.
         if (options_.handshake.payload) f.payload = std::isfinite(s.payload) ? s.payload : 0.0;
+        // With the handshake's `override` option: the override the controller reports (the cell
+        // reports it when its options say so; 100 % otherwise, the slider's default).
+        if (options_.handshake.speed_override) f.speed_override = std::isfinite(s.speed_override) ? s.speed_override : 1.0;
         const std::string bytes = options_.handshake.framing == protocol::Framing::Binary ? protocol::encode_sample_binary(f)
                                                                                           : protocol::encode_sample_ascii(f, units);
         seq_ = options_.handshake.framing == protocol::Framing::Binary ? seq_ + 1 : (seq_ + 1) & 0x7fffffffu;

@@ -48,7 +48,6 @@ int main(int argc, char** argv) {
     add_cell_options(record);
     record->add_option("--period", options.sampling.period, "Background task's nominal sample period, s")->capture_default_str();
     record->add_option("--stop-at", stop_at, "Brake to a stop at this time, s (and stay stopped)");
-    // Offline only: the wire protocol does not carry the override yet (robot_scripts/PROTOCOL.md).
     record->add_flag("--report-override", options.report_override,
                      "Every sample carries the speed override the controller reports (column 'override'; at most 1)");
     record->add_option("--out", out, "CSV file to write")->required();
@@ -60,6 +59,7 @@ int main(int argc, char** argv) {
     std::string record_request;
     bool without = false;
     bool declare_payload = false;
+    bool send_override = false;
     std::size_t obstacle_cycle = 0;
     double obstacle_hold = -1.0;
     auto* run = app.add_subcommand("run", "Play the robot live against warpguardd over the wire protocol (like the vendor script)");
@@ -76,6 +76,8 @@ int main(int argc, char** argv) {
     run->add_option("--record-request", record_request, "Cycles A:B during which the program sets the record bit (mode bit 4)");
     run->add_option("--window", window, "Detection window in samples used to judge detections (the profile's m)")->capture_default_str();
     run->add_flag("--declare-payload", declare_payload, "Send the declared payload with every sample (handshake option 'payload')");
+    run->add_flag("--report-override", send_override,
+                  "Send the controller's speed override with every sample (handshake option 'override'; at most 100 %)");
     run->add_flag("--without", without, "Also simulate the same run without WarpGuard and compare peak contact forces");
     run->add_option("--out", out, "CSV file for the robot's samples with ground truth");
     run->add_option("--report", report, "JSON summary to write");
@@ -196,6 +198,8 @@ int main(int argc, char** argv) {
             const protocol::Vendor v = vendor == "ur" ? protocol::Vendor::UR : vendor == "abb" ? protocol::Vendor::ABB : protocol::Vendor::Denso;
             live.handshake = sim::vendor_handshake(v, robot_id, robot);
             live.handshake.payload = declare_payload;
+            live.handshake.speed_override = send_override;
+            options.report_override = send_override;
             if (run_period > 0) live.handshake.period = run_period;
             if (timeout_ms > 0) live.handshake.timeout = timeout_ms / 1e3;
             live.speed = speed;

@@ -88,6 +88,7 @@ nlohmann::json to_json(const RobotConfig& r) {
             {"mode", to_string(r.mode)},
             {"robot_starts_recording", r.robot_starts_recording},
             {"payload", r.payload},
+            {"override", r.speed_override},
             {"linear", protocol::linear_joints(r.linear)}};
 }
 
@@ -114,6 +115,7 @@ RobotConfig robot_config_from_json(const nlohmann::json& j, const std::string& w
         if (r.mode == Mode::Record) throw std::invalid_argument("mode 'record' cannot be a start mode; use idle, shadow or detect");
         r.robot_starts_recording = get<bool>(j, "robot_starts_recording", at, false);
         r.payload = get<bool>(j, "payload", at, false);
+        r.speed_override = get<bool>(j, "override", at, false);
         for (const std::size_t joint : get<std::vector<std::size_t>>(j, "linear", at, {})) {
             if (joint < 1 || joint > r.joints || ((r.linear >> (joint - 1)) & 1U)) {
                 throw std::invalid_argument(fmt::format("linear joint {} is not one of joints 1-{} (or is listed twice)", joint, r.joints));

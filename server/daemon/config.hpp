@@ -39,6 +39,9 @@ struct RobotConfig {
     // The robot's task sends the payload its program declares with every sample (handshake option
     // `payload`, PROTOCOL.md §2); recordings then carry it and the default detector expects it.
     bool payload = false;
+    // The robot's task sends the controller's speed override with every sample (handshake option
+    // `override`, PROTOCOL.md §2); recordings then carry it and the default detector follows its turns.
+    bool speed_override = false;
     // Joints that are linear (bit j is joint j + 1; a SCARA's quill): the handshake must declare
     // them (option `linear`, PROTOCOL.md §1) and the kinematic identification takes them as prismatic.
     std::uint32_t linear = 0;

@@ -411,6 +411,10 @@ json handle_command(DaemonContext& c, const json& request) {
             o.signal = s->config().signal;
             o.unit = s->config().unit;
             o.linear = s->config().linear;
+            // The script must send what the robot's configuration makes the handshake require (until
+            // 2026-12-06 the payload was left out: the script's handshake was then refused).
+            o.payload = s->config().payload;
+            o.speed_override = s->config().speed_override;
         }
         const std::string vendor = arg<std::string>(request, "vendor", s ? protocol::to_string(s->config().vendor) : "ur");
         std::vector<scripts::ScriptFile> files;

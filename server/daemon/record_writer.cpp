@@ -12,8 +12,14 @@
 
 namespace warpguard::daemon {
 
-RecordWriter::RecordWriter(std::FILE* file, std::unique_ptr<char[]> buffer, std::string path, bool payload, std::size_t capacity)
-    : ring_(std::max<std::size_t>(capacity, 2)), file_(file), buffer_(std::move(buffer)), path_(std::move(path)), payload_(payload) {
+RecordWriter::RecordWriter(std::FILE* file, std::unique_ptr<char[]> buffer, std::string path, bool payload, bool speed_override,
+                           std::size_t capacity)
+    : ring_(std::max<std::size_t>(capacity, 2)),
+      file_(file),
+      buffer_(std::move(buffer)),
+      path_(std::move(path)),
+      payload_(payload),
+      override_(speed_override) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -43,6 +49,7 @@ void RecordWriter::drain() {
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.signal[j]);
         for (std::size_t j = 0; j < f.joints && rc >= 0; ++j) rc = std::fprintf(out, ",%.17g", f.angle[j]);
         if (payload_ && rc >= 0) rc = std::fprintf(out, ",%.17g", f.payload);
+        if (override_ && rc >= 0) rc = std::fprintf(out, ",%.17g", f.speed_override);
         if (rc >= 0) rc = std::fputc('\n', out);
         if (rc < 0 && write_errno_ == 0) write_errno_ = errno ? errno : EIO;
         // The slot is free for the robot's thread once its line is in the stdio buffer.

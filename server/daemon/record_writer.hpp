@@ -20,7 +20,9 @@ namespace warpguard::daemon {
 class RecordWriter {
 public:
     // Takes `file` (header already written) and its stdio buffer; starts the writer thread.
-    RecordWriter(std::FILE* file, std::unique_ptr<char[]> buffer, std::string path, bool payload, std::size_t capacity);
+    // `payload`, `speed_override`: the header has those columns (the robot's handshake options).
+    RecordWriter(std::FILE* file, std::unique_ptr<char[]> buffer, std::string path, bool payload, bool speed_override,
+                 std::size_t capacity);
     ~RecordWriter();  // finish() if not done
     RecordWriter(const RecordWriter&) = delete;
     RecordWriter& operator=(const RecordWriter&) = delete;
@@ -53,6 +55,7 @@ private:
     std::unique_ptr<char[]> buffer_;  // the file's stdio buffer: lives until fclose
     std::string path_;
     bool payload_;
+    bool override_;
     std::size_t written_ = 0;
     int write_errno_ = 0;  // first failed write
     bool finished_ = false;

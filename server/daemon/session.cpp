@@ -336,6 +336,10 @@ RobotSession::Attach RobotSession::attach(std::uint64_t link, const protocol::Ha
     } else if (h.payload != config_.payload) {
         mismatch = h.payload ? "its samples declare the payload but the robot is configured without (\"payload\": true in its configuration)"
                              : "its samples do not declare the payload but the robot is configured with it (handshake option 'payload')";
+    } else if (h.speed_override != config_.speed_override) {
+        mismatch = h.speed_override
+                       ? "its samples report the speed override but the robot is configured without (\"override\": true in its configuration)"
+                       : "its samples do not report the speed override but the robot is configured with it (handshake option 'override')";
     } else if (h.linear != config_.linear) {
         mismatch = linear_mismatch(h.linear);
     } else if (config_.address != "any") {
@@ -1028,6 +1032,7 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",tau%zu", j);
         for (std::size_t j = 1; j <= config_.joints; ++j) std::fprintf(f, ",q%zu", j);
         if (config_.payload) std::fprintf(f, ",payload");
+        if (config_.speed_override) std::fprintf(f, ",override");
         std::fputc('\n', f);
     } catch (...) {
         if (f) std::fclose(f);
@@ -1043,7 +1048,7 @@ nlohmann::json RobotSession::start_recording(const std::string& by) {
         if (link_ != 0 && handshake_.period > 0) period = handshake_.period;
     }
     const std::size_t capacity = std::clamp<std::size_t>(static_cast<std::size_t>(30.0 / period), 4096, 65536);
-    auto writer = std::make_unique<RecordWriter>(f, std::move(buffer), path, config_.payload, capacity);
+    auto writer = std::make_unique<RecordWriter>(f, std::move(buffer), path, config_.payload, config_.speed_override, capacity);
     StateSnapshot state;
     {
         auto lk = lock();

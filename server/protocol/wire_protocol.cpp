@@ -132,10 +132,10 @@ std::uint32_t parse_linear_option(std::string_view option, std::size_t joints) {
 Handshake parse_handshake(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const auto f = split(line);
-    if (f.size() < 10 || f.size() > 12) {
+    if (f.size() < 10 || f.size() > 13) {
         throw ProtocolError("handshake has " + std::to_string(f.size()) +
-                            " fields; expected 10 to 12: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing"
-                            "[;payload][;linear=J,...]");
+                            " fields; expected 10 to 13: WG1;id;vendor;signal;unit;joints;angles;period_ms;timeout_ms;framing"
+                            "[;payload][;override][;linear=J,...]");
     }
     if (f[0] != "WG1") refuse("version", f[0], "WG1");
     Handshake h;
@@ -174,13 +174,15 @@ Handshake parse_handshake(std::string_view line) {
     for (std::size_t k = 10; k < f.size(); ++k) {
         if (f[k] == "payload" && !h.payload) {
             h.payload = true;
+        } else if (f[k] == "override" && !h.speed_override) {
+            h.speed_override = true;
         } else if (f[k].substr(0, 7) == "linear=" && !linear_given) {
             h.linear = parse_linear_option(f[k], h.joints);
             linear_given = true;
         } else {
             refuse("option", f[k],
-                   "payload (every sample ends with the declared payload in kg) or linear=J[,J...] (joints whose positions are "
-                   "mm with deg, m with rad), each at most once");
+                   "payload (every sample ends with the declared payload in kg), override (then the speed override in "
+                   "percent) or linear=J[,J...] (joints whose positions are mm with deg, m with rad), each at most once");
         }
     }
     return h;
@@ -191,11 +193,11 @@ std::string encode_handshake(const Handshake& h) {
            std::to_string(h.joints) + ";" + (h.angles == AngleUnit::Rad ? "rad" : "deg") + ";" +
            std::to_string(std::lround(h.period * 1000.0)) + ";" + std::to_string(std::lround(h.timeout * 1000.0)) + ";" +
            (h.framing == Framing::Ascii ? "ascii" : h.framing == Framing::Binary ? "binary" : "ident") + (h.payload ? ";payload" : "") +
-           (h.linear != 0 ? ";linear=" + linear_joints_text(h.linear) : "") + "\n";
+           (h.speed_override ? ";override" : "") + (h.linear != 0 ? ";linear=" + linear_joints_text(h.linear) : "") + "\n";
 }
 
 SampleDecoder::SampleDecoder(const Handshake& h)
-    : joints_(h.joints), payload_(h.payload), framing_(h.framing) {
+    : joints_(h.joints), payload_(h.payload), override_(h.speed_override), framing_(h.framing) {
     if (joints_ < 1 || joints_ > kMaxJoints) throw ProtocolError("a sample decoder needs 1 to 16 joints");
     for (std::size_t j = 0; j < joints_; ++j) position_scale_[j] = h.positions().to_si(j);
 }
@@ -215,9 +217,9 @@ DecodeResult SampleDecoder::next_ascii(std::span<const char> buffer, SampleFrame
     std::string_view line(buffer.data(), length);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     // Fields without allocating: walk the separators.
-    const std::size_t expected = 4 + 2 * joints_ + (payload_ ? 1 : 0);
+    const std::size_t expected = 4 + 2 * joints_ + (payload_ ? 1 : 0) + (override_ ? 1 : 0);
     std::size_t field = 0, start = 0;
-    std::array<std::string_view, 5 + 2 * kMaxJoints> fields;
+    std::array<std::string_view, 6 + 2 * kMaxJoints> fields;
     for (std::size_t i = 0; i <= line.size(); ++i) {
         if (i == line.size() || line[i] == ';') {
             if (field < fields.size()) fields[field] = line.substr(start, i - start);
@@ -265,6 +267,15 @@ DecodeResult SampleDecoder::next_ascii(std::span<const char> buffer, SampleFrame
             return failure(consumed, "field %.*s is '%s'; expected a mass >= 0 kg", "payload", text);
         }
         out.payload = v;
+    }
+    out.speed_override = std::numeric_limits<double>::quiet_NaN();
+    if (override_) {
+        const std::string_view text = fields[4 + 2 * joints_ + (payload_ ? 1 : 0)];
+        double v = 0;
+        if (!number(text, v) || !(v >= 0 && v <= 100)) {
+            return failure(consumed, "field %.*s is '%s'; expected a speed override from 0 to 100 percent", "override", text);
+        }
+        out.speed_override = v / 100.0;
     }
     DecodeResult r;
     r.status = Status::Ok;
@@ -317,6 +328,16 @@ DecodeResult SampleDecoder::next_binary(std::span<const char> buffer, SampleFram
             return failure(size, "%.*s is %s; expected a mass >= 0 kg", "binary frame payload", got);
         }
     }
+    out.speed_override = std::numeric_limits<double>::quiet_NaN();
+    if (override_) {
+        const double v = f32(p + 20 + 8 * joints_ + (payload_ ? 4 : 0));
+        if (!(v >= 0 && v <= 100)) {
+            char got[32];
+            std::snprintf(got, sizeof got, "%g", v);
+            return failure(size, "%.*s is %s; expected a speed override from 0 to 100 percent", "binary frame override", got);
+        }
+        out.speed_override = v / 100.0;
+    }
     DecodeResult r;
     r.status = Status::Ok;
     r.consumed = size;
@@ -352,6 +373,10 @@ std::string encode_sample_ascii(const SampleFrame& s, PositionUnits units) {
         std::snprintf(buf, sizeof buf, ";%.6g", s.payload);
         line += buf;
     }
+    if (std::isfinite(s.speed_override)) {
+        std::snprintf(buf, sizeof buf, ";%.6g", s.speed_override * 100.0);
+        line += buf;
+    }
     return line + "\n";
 }
 
@@ -366,6 +391,7 @@ std::string encode_sample_binary(const SampleFrame& s) {
     for (std::size_t j = 0; j < s.joints; ++j) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.signal[j])));
     for (std::size_t j = 0; j < s.joints; ++j) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.angle[j])));
     if (std::isfinite(s.payload)) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.payload)));
+    if (std::isfinite(s.speed_override)) put_be32(out, std::bit_cast<std::uint32_t>(static_cast<float>(s.speed_override * 100.0)));
     return out;
 }
 

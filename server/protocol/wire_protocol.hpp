@@ -57,6 +57,9 @@ struct Handshake {
     // Option `payload`: every sample ends with the payload the robot program has declared, kg
     // (PROTOCOL.md §2).
     bool payload = false;
+    // Option `override`: every sample ends (after the payload) with the speed override the
+    // controller applies, percent of the programmed speed (PROTOCOL.md §2).
+    bool speed_override = false;
     // Option `linear=J[,J…]`: these joints (bit j is joint j + 1) are linear, their positions in mm
     // (deg) or m (rad).
     std::uint32_t linear = 0;
@@ -82,9 +85,12 @@ struct SampleFrame {
     std::array<double, kMaxJoints> signal{};
     std::array<double, kMaxJoints> angle{};
     double payload = std::numeric_limits<double>::quiet_NaN();  // kg; NaN unless the handshake declared it
+    // The reported speed override, 1 = 100 % (the wire carries percent); NaN unless the handshake declared it.
+    double speed_override = std::numeric_limits<double>::quiet_NaN();
     Sample view() const {
         Sample s{t, seq, cycle, mode, std::span<const double>(signal.data(), joints), std::span<const double>(angle.data(), joints)};
         s.payload = payload;
+        s.speed_override = speed_override;
         return s;
     }
 };
@@ -104,7 +110,7 @@ public:
     explicit SampleDecoder(const Handshake& h);
     // Decodes the first frame in `buffer`. Incomplete: wait for more bytes (nothing consumed).
     DecodeResult next(std::span<const char> buffer, SampleFrame& out) const;
-    std::size_t binary_frame_size() const { return 20 + 8 * joints_ + (payload_ ? 4 : 0); }
+    std::size_t binary_frame_size() const { return 20 + 8 * joints_ + (payload_ ? 4 : 0) + (override_ ? 4 : 0); }
 
 private:
     DecodeResult next_ascii(std::span<const char> buffer, SampleFrame& out) const;
@@ -112,6 +118,7 @@ private:
 
     std::size_t joints_;
     bool payload_;
+    bool override_;
     Framing framing_;
     std::array<double, kMaxJoints> position_scale_{};  // rad or m per unit sent, per joint
 };

@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, 
         throw std::invalid_argument(fmt::format("--linear {}: a UR arm has no linear joint", protocol::linear_joints_text(o.linear)));
     }
     const std::string linear_option = o.linear != 0 ? ";linear=" + protocol::linear_joints_text(o.linear) : "";
-    const std::string hello_options = (o.payload ? ";payload" : "") + linear_option;
+    const std::string hello_options = std::string(o.payload ? ";payload" : "") + (o.speed_override ? ";override" : "") + linear_option;
     if (vendor == ScriptVendor::Rapid) {
         // A RAPID string holds at most 80 characters (the hello is a CONST string).
         const std::string hello = fmt::format("WG1;{};abb;{};{};{};deg;{};{};binary{}", o.robot_id, to_string(o.signal), to_string(o.unit),
@@ -146,7 +146,27 @@ std::vector<std::pair<std::string, std::string>> values_of(ScriptVendor vendor, 
                 break;
         }
     }
-    v.push_back({"WG_PAYLOAD_FIELD", field});
+    if (o.speed_override) {
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                field += "      # The speed override in percent: the teach pendant's slider. get_target_speed_fraction()\n"
+                         "      # UNCONFIRMED as a script function (RTDE publishes target_speed_fraction, the slider, 0..1).\n"
+                         "      line = str_cat(line, str_cat(\";\", to_str(get_target_speed_fraction() * 100)))\n";
+                break;
+            case ScriptVendor::Rapid:
+                field += fmt::format("        ! The speed override in percent (the FlexPendant's): CSpeedOverride() UNCONFIRMED here\n"
+                                     "        ! (RAPID's function for the override of the motion task; not in the material at hand).\n"
+                                     "        PackRawBytes CSpeedOverride(), wg_frame, 17+8*WG_JOINTS+{}\\Network\\Float4;\n",
+                                     o.payload ? 8 : 4);
+                break;
+            case ScriptVendor::PacScript:
+                field += "    ' The speed override in percent: CurExtSpd, the external speed the pendant sets (UNCONFIRMED\n"
+                         "    ' name; the motion speed is ExtSpeed x the program's Speed).\n"
+                         "    line = line & \";\" & CurExtSpd\n";
+                break;
+        }
+    }
+    v.push_back({"WG_EXTRA_FIELDS", field});
     return v;
 }
 }  // namespace

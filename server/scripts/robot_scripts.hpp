@@ -36,6 +36,10 @@ struct ScriptOptions {
     // WgPayload next to its GripLoad; Denso the global float F[payload_var] the program sets.
     bool payload = false;
     int payload_var = 10;
+    // Send the controller's speed override with every sample, after the payload (handshake option
+    // `override`, PROTOCOL.md §2), in percent: UR get_target_speed_fraction() x 100, ABB
+    // CSpeedOverride(), Denso CurExtSpd (each UNCONFIRMED: see the generated comments).
+    bool speed_override = false;
     // Linear joints (bit j is joint j + 1: a SCARA's quill, ABB's IRB 910SC axis 3): declared in the
     // handshake (option `linear`), their positions sent as the controller reports them, in mm.
     std::uint32_t linear = 0;

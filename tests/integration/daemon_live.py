@@ -4,7 +4,7 @@ loopback, all real processes, real sockets and a real SQLite file.
 
     daemon_live.py BUILD_DIR SOURCE_DIR TEST
 
-TEST is one of: refusals, detect, kill9, interrupted, identify, payload. Each prints what it measured and exits non-zero on failure.
+TEST is one of: refusals, detect, kill9, interrupted, identify, payload, override. Each prints what it measured and exits non-zero on failure.
 Python's standard library only (json, socket, subprocess)."""
 import csv, json, os, re, signal, socket, subprocess, sys, tempfile, threading, time
 
@@ -214,6 +214,8 @@ def test_payload(tmp):
         s.close()
         time.sleep(0.1)
         check("its samples do not declare the payload but the robot is configured with it" in d.log(), "payload mismatch logged")
+        text = "".join(f["text"] for f in d.call({"cmd": "script", "robot": "cell1", "host": "127.0.0.1"})["files"])
+        check(";ascii;payload\"" in text and "get_target_payload()" in text, "the daemon's script for the robot declares the payload")
         # The robot's kinematic model, identified on the simulated controller, stored for the robot.
         points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
         subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
@@ -724,9 +726,88 @@ def test_identify(tmp):
         d.stop()
 
 
+def test_override(tmp):
+    """A robot configured to report its speed override: the handshake must say so, a bad value is a
+    malformed sample, recordings carry it (as a fraction), and the detector follows the turns it reports."""
+    d = Daemon(tmp, [dict(UR, override=True)])
+    try:
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell1;ur;torque;Nm;6;rad;4;20;ascii\n")
+        check(read_exact(s, 4) == STOP, "a handshake without the override option for a robot configured with it answered STOP")
+        s.close()
+        s = robot_link(d.robot_port)
+        s.sendall(b"WG1;cell1;ur;torque;Nm;6;rad;4;20;ascii;override\n")
+        check(read_exact(s, 4) == CONTINUE, "the handshake with the option answered CONTINUE")
+        s.sendall(b"0;0;0;0.0;1;1;1;1;1;1;0;0;0;0;0;0;170\n")
+        check(read_exact(s, 4) == STOP, "an override of 170 % answered STOP")
+        s.close()
+        time.sleep(0.1)
+        check("its samples do not report the speed override but the robot is configured with it" in d.log(), "override mismatch logged")
+        check("field override is '170'; expected a speed override from 0 to 100 percent" in d.log(), "the bad override logged: field and value")
+        d.ctl("resume", "cell1", "--operator", "integration-test")
+        # The script the panel's wizard gets from the daemon declares what the configuration requires.
+        files = d.call({"cmd": "script", "robot": "cell1", "host": "127.0.0.1"})["files"]
+        text = "".join(f["text"] for f in files)
+        check(";ascii;override\"" in text and "get_target_speed_fraction() * 100" in text,
+              "the daemon's script for the robot sends the override (%d files)" % len(files))
+        # The robot's kinematic model (identified on the simulated controller): the speed model of
+        # the default detector comes with the arm model calibration fits with it.
+        points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
+        subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
+                       capture_output=True, timeout=120)
+        subprocess.run([CLI, "identify", "dh", "--points", points, "--out", model], check=True, capture_output=True, timeout=120)
+        d.ctl("set-model", "cell1", model)
+        sim, report = run_sim(d, tmp, "--cycles", "17", "--speed", "8", "--seed", "7", "--timeout-ms", "100", "--report-override")
+        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
+        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+        d.ctl("record-start", "cell1")
+        d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "120")
+        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        sim.wait(timeout=120)
+        with open(rec["path"]) as f:
+            rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+        check(len(rows) > 1000 and set(r["override"] for r in rows) == {"1"},
+              "the recording carries the reported override, 100 %%: %d rows, values %s" % (len(rows), sorted(set(r["override"] for r in rows))[:5]))
+        d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate", "--timeout", "300")
+        # SHADOW: the detector judges every sample and follows the speed, the robot is not stopped.
+        # The operator turns the slider three times during six cycles (the simulated controller
+        # follows each over its ramp). The estimate is read while the robot is still connected,
+        # more than 6 s after the last turn (the detector's ability to keep the robot running
+        # through turns is measured offline: docs/detection.md and the sim tests).
+        d.ctl("mode", "cell1", "shadow")
+        sim, report = run_sim(d, tmp, "--cycles", "6", "--speed", "4", "--seed", "8", "--timeout-ms", "100", "--report-override",
+                              "--override-change", "8:0.7", "--override-change", "16:1", "--override-change", "24:0.8")
+        deadline = time.time() + 60
+        st = d.call({"cmd": "robot", "robot": "cell1"})
+        while not (st["state"] == "shadow" and st["cycle"] == 5) and time.time() < deadline:  # (the last run ended at cycle 18)
+            time.sleep(0.05)
+            st = d.call({"cmd": "robot", "robot": "cell1"})
+        sim.wait(timeout=120)
+        with open(report) as f:
+            r = json.load(f)
+        check(r["timeouts"] == 0 and not r["stops"], "no reply missed the robot's timeout (%d), no stop in SHADOW (%d)" % (r["timeouts"], len(r["stops"])))
+        ratio = st["adaptation"]["speed_ratio"]
+        check(st["adaptation"]["has_speed_model"], "the profile has a speed model")
+        check(st["state"] == "shadow" and abs(ratio - 0.8) < 0.05, "the speed estimate in cycle 5, in %s: %.3f (the override 80 %%)" % (st["state"], ratio))
+        # What the robot reports is recorded as it came (idle: a recording turns detection off).
+        d.ctl("mode", "cell1", "idle")
+        sim, report = run_sim(d, tmp, "--cycles", "3", "--speed", "8", "--seed", "9", "--timeout-ms", "100", "--report-override",
+                              "--override-change", "6:0.7", "--override-change", "12:0.85")
+        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
+        d.ctl("record-start", "cell1")
+        sim.wait(timeout=120)
+        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+        with open(rec["path"]) as f:
+            values = [float(row["override"]) for row in csv.DictReader(line for line in f if not line.startswith("#"))]
+        turns = [v for k, v in enumerate(values) if k == 0 or v != values[k - 1]]
+        check(turns == [1.0, 0.7, 0.85], "the recording follows the slider: %s" % turns)
+    finally:
+        d.stop()
+
+
 with tempfile.TemporaryDirectory(prefix="warpguard-it-") as tmp:
     {"refusals": test_refusals, "detect": test_detect, "kill9": test_kill9, "interrupted": test_interrupted, "identify": test_identify,
-     "payload": test_payload}[TEST](tmp)
+     "payload": test_payload, "override": test_override}[TEST](tmp)
     if failures:
         print("%d check(s) failed" % len(failures))
         for name in ("warpguardd.log", "sim.log"):

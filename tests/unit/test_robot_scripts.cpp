@@ -91,6 +91,41 @@ TEST_CASE("with --payload every vendor script declares it in the handshake and s
     CHECK_THROWS_WITH(render(ScriptVendor::PacScript, o), "--payload-var 1000 is not in 0-999");
 }
 
+TEST_CASE("with --override every vendor script declares it in the handshake and sends the override last, after the payload") {
+    ScriptOptions o = options();
+    o.speed_override = true;
+    ScriptOptions both = o;
+    both.payload = true;
+    for (const auto vendor : {ScriptVendor::URScript, ScriptVendor::Rapid, ScriptVendor::PacScript}) {
+        const std::string all = rendered(vendor, o), with_payload = rendered(vendor, both), plain = rendered(vendor, options());
+        CHECK(all.find("@WG_") == std::string::npos);
+        CHECK(plain.find("override\"") == std::string::npos);
+        CHECK(count(all, "UNCONFIRMED") > count(plain, "UNCONFIRMED"));  // the override's read is marked
+        switch (vendor) {
+            case ScriptVendor::URScript:
+                CHECK(all.find("WG1;cell4-ur5e;ur;torque;Nm;6;rad;2;20;ascii;override\"") != std::string::npos);
+                CHECK(with_payload.find("ascii;payload;override\"") != std::string::npos);
+                CHECK(all.find("to_str(get_target_speed_fraction() * 100)") > all.find("to_str(q[j])"));
+                CHECK(all.find("to_str(get_target_speed_fraction() * 100)") < all.find("socket_send_line(line"));
+                CHECK(with_payload.find("get_target_speed_fraction") > with_payload.find("to_str(get_target_payload())"));
+                CHECK(plain.find("get_target_speed_fraction") == std::string::npos);
+                break;
+            case ScriptVendor::Rapid:
+                CHECK(all.find("binary;override\"") != std::string::npos);
+                // The frame's last float32: 1-based byte 21 + 8 N, four bytes further after a payload.
+                CHECK(all.find("PackRawBytes CSpeedOverride(), wg_frame, 17+8*WG_JOINTS+4\\Network\\Float4;") != std::string::npos);
+                CHECK(with_payload.find("PackRawBytes CSpeedOverride(), wg_frame, 17+8*WG_JOINTS+8\\Network\\Float4;") != std::string::npos);
+                CHECK(with_payload.find("CSpeedOverride()") < with_payload.find("SocketSend wg_sock\\RawData:=wg_frame;"));
+                break;
+            case ScriptVendor::PacScript:
+                CHECK(all.find("ascii;override\"") != std::string::npos);
+                CHECK(with_payload.find("line = line & \";\" & CurExtSpd") > with_payload.find("line = line & \";\" & F[10]"));
+                CHECK(with_payload.find("line = line & \";\" & CurExtSpd") < with_payload.find("PRINT #WG_LINE, line"));
+                break;
+        }
+    }
+}
+
 TEST_CASE("script options a robot cannot carry are refused naming the option and value") {
     auto o = options();
     o.host = "pc;rm";

@@ -254,7 +254,7 @@ TEST_CASE("a recording whose writer falls behind loses samples, counts them and 
     std::FILE* f = std::fopen(path.c_str(), "w");
     REQUIRE(f);
     // A ring of 8 samples and 20,000 samples pushed back to back: the writer wakes every 20 ms.
-    daemon::RecordWriter writer(f, nullptr, path, false, 8);
+    daemon::RecordWriter writer(f, nullptr, path, false, false, 8);
     protocol::SampleFrame frame;
     frame.joints = 2;
     std::size_t accepted = 0;

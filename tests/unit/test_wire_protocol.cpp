@@ -60,13 +60,15 @@ TEST_CASE("a bad handshake names the field, the value and what was expected", "[
     CHECK(error_of("WG1;a;ur;torque;Nm;6;grad;2;20;ascii") == "handshake field angles is 'grad'; expected rad or deg");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;0;20;ascii") == "handshake field period is '0'; expected milliseconds from 1 to 1000");
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;json") == "handshake field framing is 'json'; expected ascii, binary or ident");
-    CHECK(error_of("hello") == "handshake has 1 fields; expected 10 to 12: WG1;id;vendor;signal;unit;joints;angles;period_ms;"
-                               "timeout_ms;framing[;payload][;linear=J,...]");
-    const std::string options = "; expected payload (every sample ends with the declared payload in kg) or linear=J[,J...] (joints "
-                                "whose positions are mm with deg, m with rad), each at most once";
+    CHECK(error_of("hello") == "handshake has 1 fields; expected 10 to 13: WG1;id;vendor;signal;unit;joints;angles;period_ms;"
+                               "timeout_ms;framing[;payload][;override][;linear=J,...]");
+    const std::string options = "; expected payload (every sample ends with the declared payload in kg), override (then the speed "
+                                "override in percent) or linear=J[,J...] (joints whose positions are mm with deg, m with rad), each at "
+                                "most once";
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;mass") == "handshake field option is 'mass'" + options);
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;payload;payload") == "handshake field option is 'payload'" + options);
     CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;linear=3;linear=3") == "handshake field option is 'linear=3'" + options);
+    CHECK(error_of("WG1;a;ur;torque;Nm;6;rad;2;20;ascii;override;override") == "handshake field option is 'override'" + options);
 }
 
 TEST_CASE("with the handshake option 'linear' those joints' positions are mm with degrees, m with radians", "[protocol]") {
@@ -150,6 +152,63 @@ TEST_CASE("with the handshake option 'payload' every sample ends with the declar
     CHECK(f.payload == 2.5);
     g.payload = -0.5;
     CHECK(binary.next(encode_sample_binary(g), f).message() == "binary frame payload is -0.5; expected a mass >= 0 kg");
+}
+
+TEST_CASE("with the handshake option 'override' every sample ends with the speed override in percent, after the payload",
+          "[protocol]") {
+    const Handshake h = parse_handshake("WG1;cell4-ur5e;ur;torque;Nm;2;rad;2;20;ascii;override;payload");
+    CHECK(h.speed_override);
+    CHECK(h.payload);
+    CHECK_FALSE(ur6().speed_override);
+    CHECK(encode_handshake(h) == "WG1;cell4-ur5e;ur;torque;Nm;2;rad;2;20;ascii;payload;override\n");
+    const SampleDecoder ascii(h);
+    SampleFrame f;
+    REQUIRE(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25;85\n"), f).status == Status::Ok);
+    CHECK(f.payload == 1.25);
+    CHECK(f.speed_override == 0.85);
+    CHECK(f.view().speed_override == 0.85);
+    CHECK(encode_sample_ascii(f, AngleUnit::Rad) == "17;3;1;12.500000;1.5;-2.25;0.1;0.2;1.25;85\n");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25\n"), f).message() ==
+          "9 fields, expected 10 in sample line '17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25'");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25;0.85x\n"), f).message() ==
+          "field override is '0.85x'; expected a speed override from 0 to 100 percent");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25;120\n"), f).message() ==
+          "field override is '120'; expected a speed override from 0 to 100 percent");
+    CHECK(ascii.next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;1.25;nan\n"), f).message() ==
+          "field override is 'nan'; expected a speed override from 0 to 100 percent");
+    // Alone it follows the angles; 16 joints with both options fit the decoder's fields.
+    Handshake alone = ur6();
+    alone.joints = 2, alone.speed_override = true;
+    REQUIRE(SampleDecoder(alone).next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2;70\n"), f).status == Status::Ok);
+    CHECK(f.speed_override == 0.7);
+    CHECK(std::isnan(f.payload));
+    Handshake wide = h;
+    wide.joints = 16;
+    std::string line = "1;1;0;0.5";
+    for (int k = 0; k < 32; ++k) line += ";0.25";
+    REQUIRE(SampleDecoder(wide).next(line + ";2;100\n", f).status == Status::Ok);
+    CHECK(f.speed_override == 1.0);
+    CHECK(f.payload == 2.0);
+    // Without the option the sample says so (NaN).
+    Handshake plain = ur6();
+    plain.joints = 2;
+    REQUIRE(SampleDecoder(plain).next(std::string("17;3;1;12.5;1.5;-2.25;0.1;0.2\n"), f).status == Status::Ok);
+    CHECK(std::isnan(f.view().speed_override));
+
+    // Binary: one more float32 after the payload's.
+    const Handshake b = parse_handshake("WG1;irb120;abb;torque;Nm;2;deg;4;100;binary;payload;override");
+    const SampleDecoder binary(b);
+    CHECK(binary.binary_frame_size() == 44);
+    SampleFrame g;
+    g.seq = 5, g.cycle = 1, g.t = 0.5, g.joints = 2, g.signal = {1.0, 2.0}, g.angle = {10.0, 20.0}, g.payload = 2.5, g.speed_override = 0.75;
+    const std::string frame = encode_sample_binary(g);
+    REQUIRE(frame.size() == 44);
+    CHECK(frame.substr(40) == std::string("\x42\x96\x00\x00", 4));  // 75.0f, big-endian
+    REQUIRE(binary.next(frame, f).status == Status::Ok);
+    CHECK(f.payload == 2.5);
+    CHECK(f.speed_override == 0.75);
+    g.speed_override = 1.5;
+    CHECK(binary.next(encode_sample_binary(g), f).message() == "binary frame override is 150; expected a speed override from 0 to 100 percent");
 }
 
 namespace {

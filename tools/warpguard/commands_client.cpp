@@ -471,6 +471,8 @@ void register_script(CLI::App& app) {
     c->add_flag("--payload", a->options.payload, "Send the payload the program declares with every sample (configure the robot with \"payload\": true)");
     c->add_option("--linear", a->linear, "Linear joints, 1-based (a SCARA's quill: 3), sent in mm (configure the robot with \"linear\": [3])")
         ->delimiter(',');
+    c->add_flag("--override", a->options.speed_override,
+                "Send the controller's speed override with every sample (configure the robot with \"override\": true)");
     c->add_option("--payload-var", a->options.payload_var, "Denso, --payload: global float F[n] the program keeps the payload in (kg)")->capture_default_str();
     c->add_option("--out-dir", a->out_dir, "Write the files here (default: print a single file to stdout)");
     c->add_flag("--identify", a->identify, "The kinematic identification procedure (thesis 4.2) instead of the background task");
