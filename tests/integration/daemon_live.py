@@ -202,6 +202,27 @@ class FeedReader:
         self.thread.join(timeout=5)
 
 
+def identify_and_store_model(d, tmp):
+    """The robot's kinematic model, identified on the simulated controller, stored for cell1."""
+    points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
+    subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
+                   capture_output=True, timeout=120)
+    subprocess.run([CLI, "identify", "dh", "--points", points, "--out", model], check=True, capture_output=True, timeout=120)
+    d.ctl("set-model", "cell1", model)
+
+
+def record_task(d, tmp, *sim_args):
+    """17 cycles of the task at 8x, cycles 1-16 recorded in IDLE; returns record_stop's answer."""
+    sim, _ = run_sim(d, tmp, "--cycles", "17", "--speed", "8", "--seed", "7", "--timeout-ms", "100", *sim_args)
+    d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
+    d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
+    d.ctl("record-start", "cell1")
+    d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "120")
+    rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
+    sim.wait(timeout=120)
+    return rec
+
+
 def test_payload(tmp):
     """A robot configured to declare its payload: the handshake must say so, recordings carry the
     payload, calibration with the robot's identified model fits the payload model, and in DETECT a
@@ -217,18 +238,8 @@ def test_payload(tmp):
         text = "".join(f["text"] for f in d.call({"cmd": "script", "robot": "cell1", "host": "127.0.0.1"})["files"])
         check(";ascii;payload\"" in text and "get_target_payload()" in text, "the daemon's script for the robot declares the payload")
         # The robot's kinematic model, identified on the simulated controller, stored for the robot.
-        points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
-        subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
-                       capture_output=True, timeout=120)
-        subprocess.run([CLI, "identify", "dh", "--points", points, "--out", model], check=True, capture_output=True, timeout=120)
-        d.ctl("set-model", "cell1", model)
-        sim, report = run_sim(d, tmp, "--cycles", "17", "--speed", "8", "--seed", "7", "--timeout-ms", "100", "--declare-payload")
-        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
-        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
-        d.ctl("record-start", "cell1")
-        d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "120")
-        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
-        sim.wait(timeout=120)
+        identify_and_store_model(d, tmp)
+        rec = record_task(d, tmp, "--declare-payload")
         with open(rec["path"]) as f:
             header = next(line for line in f if not line.startswith("#"))
         check(header.strip().endswith(",q6,payload"), "the recording carries the declared payload: %s" % header.strip()[-30:])
@@ -752,18 +763,8 @@ def test_override(tmp):
               "the daemon's script for the robot sends the override (%d files)" % len(files))
         # The robot's kinematic model (identified on the simulated controller): the speed model of
         # the default detector comes with the arm model calibration fits with it.
-        points, model = os.path.join(tmp, "points.csv"), os.path.join(tmp, "model.json")
-        subprocess.run([SIM, "identify", "--robot", ROBOT, "--out", points, "--noise-mm", "0.05", "--seed", "3"], check=True,
-                       capture_output=True, timeout=120)
-        subprocess.run([CLI, "identify", "dh", "--points", points, "--out", model], check=True, capture_output=True, timeout=120)
-        d.ctl("set-model", "cell1", model)
-        sim, report = run_sim(d, tmp, "--cycles", "17", "--speed", "8", "--seed", "7", "--timeout-ms", "100", "--report-override")
-        d.ctl("wait", "cell1", "--state", "idle", "--timeout", "20")
-        d.ctl("wait", "cell1", "--cycle", "1", "--timeout", "30")
-        d.ctl("record-start", "cell1")
-        d.ctl("wait", "cell1", "--cycle", "16", "--timeout", "120")
-        rec = json.loads(d.ctl("--json", "record-stop", "cell1").stdout)
-        sim.wait(timeout=120)
+        identify_and_store_model(d, tmp)
+        rec = record_task(d, tmp, "--report-override")
         with open(rec["path"]) as f:
             rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
         check(len(rows) > 1000 and set(r["override"] for r in rows) == {"1"},
