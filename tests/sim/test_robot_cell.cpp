@@ -1601,6 +1601,57 @@ TEST_CASE("a reported override is followed at its turn, even with the arm at res
     CHECK(hits.truth->detected >= 9);
 }
 
+TEST_CASE("a reported turn lets either witness explain its ramp on a torque arm, the larger on the turn's side",
+          "[sim][speed][override]") {
+    // The same turns on the UR5e-like (a signed torque): with the report, the angles' and the
+    // torques' s' each count on the turn's side while the controller follows it (without, both must
+    // agree, the smaller taken). The band then explains more of each ramp, never against a turn.
+    const RobotDescription robot = ur5e();
+    const sim::Task task = ur5e_task(true);
+    const Profile profile = speed_profile(robot, task, 71, true);
+    REQUIRE(profile.speed.has_value());
+    const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
+    std::vector<sim::OverrideChange> turns;
+    for (std::size_t k = 0; k < 12; ++k) turns.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
+    sim::CellOptions options;
+    options.seed = 77;
+    options.override_changes = turns;
+    options.report_override = true;
+    sim::RobotCell cell(robot, task, options);
+    const Recording run = cell.record(8);
+    Recording silent = run;
+    silent.speed_override.clear();
+
+    // In each turn's first 0.15 s (a ramp of 0.5 s per 100 %: 0.05-0.15 s here): samples whose band
+    // took s' on the turn's side, and against it.
+    const auto explained = [&](const Recording& r) {
+        Detector detector(profile);
+        std::vector<double> tau(r.joints()), q(r.joints());
+        std::array<std::size_t, 2> count{};
+        double previous = 1.0;
+        std::size_t turn = 0;
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            detector.update(r.sample(i, tau, q));
+            while (turn < turns.size() && r.t[i] >= turns[turn].at + 0.2 + 0.15) previous = turns[turn++].value;
+            if (turn >= turns.size() || r.t[i] < turns[turn].at + 0.2) continue;
+            const double side = turns[turn].value > previous ? 1.0 : -1.0, took = detector.speed_change_explained();
+            if (took * side > 0) ++count[0];
+            if (took * side < 0) ++count[1];
+        }
+        return count;
+    };
+    const auto told = explained(run), guessed = explained(silent);
+    INFO("samples of the turns' first 0.15 s explained on the turn's side (against it): reported " << told[0] << " (" << told[1]
+                                                                                                      << "), not reported " << guessed[0] << " ("
+                                                                                                      << guessed[1] << ")");
+    CHECK(2 * told[0] > 3 * guessed[0]);  // more than half as many again
+    CHECK(told[1] == 0);
+    Detector with(profile), without(profile);
+    const RunEvaluation a = evaluate_detector("reported", run, with), b = evaluate_detector("not reported", silent, without);
+    INFO("8 cycles with 12 turns: " << a.events.size() << " stop events reported, " << b.events.size() << " not");
+    CHECK(a.events.size() <= b.events.size());
+}
+
 TEST_CASE("a turned override's first milliseconds are explained where the angles and the torques both witness the "
           "speed change, a collision's are not",
           "[sim][speed][override]") {

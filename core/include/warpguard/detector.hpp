@@ -267,6 +267,11 @@ private:
     // phase threshold) both read, the smaller of the two when they agree on the side, else 0.
     // Needs this sample's shared deviations.
     double witnessed_speed_change() const;
+    // The two witnesses: the joint angles' s' (witness_rate_, or the sample's before it where both
+    // read one side and that one read more; 0: not measured) and the torques' (the fit above; 0
+    // where it explains less than kWitnessShare, and with an unsigned current).
+    double angles_speed_change() const;
+    double torques_speed_change() const;
     // The share of the deviations' weighted sum of squares the torques' s' must explain to count
     // as a witness: more than anything else does (a majority), a rule of thumb, not fitted.
     static constexpr double kWitnessShare = 0.5;
