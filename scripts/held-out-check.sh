@@ -5,7 +5,7 @@
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
 # (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
 #
-#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns] ROBOT.json TASK.json [OUT_DIR]
+#   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns [--reported]] ROBOT.json TASK.json [OUT_DIR]
 #   (about 20 minutes; --variants: about 10 more; --bound: about 1 more; --arm: about 10 more;
 #   --turns: about 3 more)
 #
@@ -20,21 +20,23 @@
 # dynamics on it (warpguard identify dynamics), calibrates the default detector again on the deviation
 # from them (warpguard calibrate --arm) and evaluates the same runs with it (and the --variants runs).
 # --turns also runs the task with the speed override turned every 12 s (scripts/override-turns-check.sh
-# on this check's profiles, 100 nominal and 51 collision cycles, files in OUT_DIR/turns).
+# on this check's profiles, 100 nominal and 51 collision cycles, files in OUT_DIR/turns); with
+# --reported the robot reports its override with every sample (files in OUT_DIR/turns-reported).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-reuse=0 variants=0 bound=0 arm=0 turns=0
+reuse=0 variants=0 bound=0 arm=0 turns=0 reported=0
 while [ "${1:-}" = "--reuse" ] || [ "${1:-}" = "--variants" ] || [ "${1:-}" = "--bound" ] || [ "${1:-}" = "--arm" ] ||
-      [ "${1:-}" = "--turns" ]; do
+      [ "${1:-}" = "--turns" ] || [ "${1:-}" = "--reported" ]; do
   [ "$1" = "--reuse" ] && reuse=1
   [ "$1" = "--variants" ] && variants=1
   [ "$1" = "--bound" ] && bound=1
   [ "$1" = "--arm" ] && arm=1
   [ "$1" = "--turns" ] && turns=1
+  [ "$1" = "--reported" ] && reported=1
   shift
 done
 if [ $# -lt 2 ]; then
-  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns] ROBOT.json TASK.json [OUT_DIR]" >&2
+  echo "usage: bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns [--reported]] ROBOT.json TASK.json [OUT_DIR]" >&2
   exit 2
 fi
 robot=$1 task=$2
@@ -161,6 +163,9 @@ print(f"default detector on the same contacts: {cell('warpguard')}")
 PY
 fi
 
-if [ "$turns" = 1 ]; then
+if [ "$turns" = 1 ] && [ "$reported" = 1 ]; then
+  bash scripts/override-turns-check.sh --reported --seed $((seed + 17)) "$out" "$robot" "$task" "$out/turns-reported" |
+    grep -v -E "^$out/turns-reported/|^peak contact"
+elif [ "$turns" = 1 ]; then
   bash scripts/override-turns-check.sh --seed $((seed + 17)) "$out" "$robot" "$task" "$out/turns" | grep -v -E "^$out/turns/|^peak contact"
 fi
