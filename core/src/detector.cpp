@@ -873,19 +873,22 @@ double Detector::witnessed_speed_change() const {
     // detector otherwise unchanged, 0). Two witnesses that fail differently: the angles' s' of
     // this sample (noisy: double differences) and the s' the torques read.
     if (speed_change_.empty() || !profile_.phase || !has_shared_) return 0.0;
-    const double angles = angles_speed_change(), torques = torques_speed_change();
+    const double angles = angles_speed_change();
     // A turn the robot reported is itself a witness, for a current as for a torque: while the
     // controller follows it, either witness's s' on its side counts, the larger (the torques' fit
     // reads a ramp steadily where the angles alternate: held-out UR10e-like with turns reported,
     // 18 -> 10 false stop events in 100 cycles, its collisions' delays unchanged, against the
     // angles alone).
     if (reported_turn_open()) {
+        const double torques = torques_speed_change();
         const double a = angles * turn_side_ > 0 ? angles : 0.0, t = torques * turn_side_ > 0 ? torques : 0.0;
         return std::abs(a) > std::abs(t) ? a : t;
     }
     // Both witnesses agree on the side: the smaller of the two. A collision moves them apart (its
     // torque pushes against the slowing the angles show, or brakes what they show speeding up).
-    if (angles == 0.0 || torques == 0.0 || (torques > 0) != (angles > 0)) return 0.0;
+    if (angles == 0.0) return 0.0;
+    const double torques = torques_speed_change();
+    if (torques == 0.0 || (torques > 0) != (angles > 0)) return 0.0;
     return angles > 0 ? std::min(angles, torques) : std::max(angles, torques);
 }
 
