@@ -1581,6 +1581,29 @@ TEST_CASE("a reported override is followed at its turn, even with the arm at res
     REQUIRE(seen >= 8);
     CHECK(scaled == seen);
 
+    // A controller that pauses by its override (a report under 5 %) leaves the estimate alone, and
+    // the next positive report is compared with the last positive one: a pause reported in the
+    // middle of a stretch between two turns changes nothing.
+    {
+        Recording paused = run;
+        const auto begin = static_cast<std::size_t>(std::lower_bound(run.t.begin(), run.t.end(), turns[1].at + 1.2) - run.t.begin());
+        const auto end = static_cast<std::size_t>(std::lower_bound(run.t.begin(), run.t.end(), turns[1].at + 2.2) - run.t.begin());
+        REQUIRE(end > begin + 100);
+        for (std::size_t i = begin; i < end; ++i) paused.speed_override[i] = 0.02;
+        Detector a(cell.profile), b(cell.profile);
+        double largest = 0.0;
+        std::size_t differing = 0;
+        for (std::size_t i = 0; i < run.size(); ++i) {
+            const Decision da = a.update(run.sample(i, tau, q)), db = b.update(paused.sample(i, tau, q));
+            largest = std::max(largest, std::abs(a.speed_ratio() - b.speed_ratio()));
+            if (da.stop() != db.stop()) ++differing;
+        }
+        INFO("a reported pause of " << end - begin << " samples: estimates differ by up to " << largest << ", decisions at "
+                                    << differing << " samples");
+        CHECK(largest == 0.0);
+        CHECK(differing == 0);
+    }
+
     Detector with(cell.profile), without(cell.profile);
     const RunEvaluation told = evaluate_detector("turns reported", run, with);
     const RunEvaluation guessed = evaluate_detector("turns not reported", silent, without);
