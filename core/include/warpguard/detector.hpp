@@ -281,6 +281,10 @@ private:
     // the joint angles' s' on the turn's side is taken as witnessed (reported_turn_open()).
     void follow_reported_override(const Sample& sample);
     bool reported_turn_open() const { return turn_side_ != 0; }
+    // The speed-change band explains a deviation of either sign: an unsigned current (its sign
+    // rebuilt) while a reported turn is followed. Otherwise one-sided (a collision that slows the
+    // arm reads s' < 0 but pushes the torque the other way).
+    bool two_sided_speed_change() const { return reported_turn_open() && !profile_.current_sign.empty(); }
 
     Profile profile_;
     std::vector<std::vector<double>> references_;  // per joint, scaled once for KA-mDTW
