@@ -275,11 +275,15 @@ private:
     // The share of the deviations' weighted sum of squares the torques' s' must explain to count
     // as a witness: more than anything else does (a majority), a rule of thumb, not fitted.
     static constexpr double kWitnessShare = 0.5;
-    // A speed override the robot reports (Sample::speed_override): when it turns, the estimate is
-    // scaled by the same factor at once (also while the arm stands, where no velocity can tell),
-    // and for the controller's ramp the speed interval spans the speeds before and after while
-    // the joint angles' s' on the turn's side is taken as witnessed (reported_turn_open()).
+    // A speed override the robot reports (Sample::speed_override): when it turns while the arm
+    // stands, the estimate is scaled by the same factor at once (no velocity can tell, and the
+    // controller's ramp runs unseen); when it turns while the arm moves, the estimate follows the
+    // ramp sample by sample (measured_ratio_). For the controller's ramp the speed interval spans
+    // the speeds before and after while either witness's s' on the turn's side is taken
+    // (reported_turn_open()).
     void follow_reported_override(const Sample& sample);
+    // The estimate set to `to`, the ratios its outlier test remembers scaled alike.
+    void scale_speed_estimate(double to);
     bool reported_turn_open() const { return turn_side_ != 0; }
     // The speed-change band explains a deviation of either sign: an unsigned current (its sign
     // rebuilt) while a reported turn is followed. Otherwise one-sided (a collision that slows the
@@ -455,6 +459,13 @@ private:
     double reported_override_ = std::numeric_limits<double>::quiet_NaN();
     double turn_lo_ = 0.0, turn_hi_ = 0.0, turn_until_ = 0.0;
     int turn_side_ = 0;
+    // The speed the latest sample measured on its own (its ratio where it moved clearly, weight >=
+    // 0.5, at a partner the angles confirm; 0 where it measured none: update_speed). A reported
+    // turn that comes while it is > 0 is followed by measurement (turn_measured_): the arm still
+    // runs at the old speed, and the controller's ramp from it shows in every moving sample's
+    // ratio. turn_target_: the speed the turn leads to (the old estimate times the reports' ratio).
+    double measured_ratio_ = 0.0, turn_target_ = 0.0;
+    bool turn_measured_ = false;
     static constexpr double kTurnSecondsPer100 = 1.0, kTurnLead = 0.1, kOverrideMin = 0.05;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
     // kinematically nearest reference sample (scratch of update(): the whole-reference partner
