@@ -1397,8 +1397,9 @@ Decision Detector::update(const Sample& sample) {
         const auto& ph = *profile_.phase;
         const bool speed_settled = this->speed_settled();
         const bool speed_changing = this->speed_changing();  // (the same for every joint)
-        speed_change_explained_ = speed_changing ? speed_change_rate_ : witnessed_speed_change();
-        if (reported_turn_open()) {
+        if (!reported_turn_open()) {
+            speed_change_explained_ = speed_changing ? speed_change_rate_ : witnessed_speed_change();
+        } else {
             // A reported turn: the larger on its side of the witnesses' s' and of the recent
             // samples' mean, which lags the ramp by a few samples (held-out UR10e-like, 0.8 ->
             // 0.95 reported at 478.20 s: the mean read 1.46 s^-1 where the torques read 2.07 and

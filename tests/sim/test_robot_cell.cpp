@@ -1527,19 +1527,29 @@ TEST_CASE("an override turned while the robot waits is taken within a few sample
     CHECK(nominal.events.size() <= 3 * turns.size());
 }
 
+namespace {
+
+// 12 turns of a reported override, one every 4 s from 3 s, through 70-100 %, with the seed given:
+// the turns of the two reported-override tests below.
+sim::CellOptions reported_turns(std::uint64_t seed) {
+    const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
+    sim::CellOptions options;
+    for (std::size_t k = 0; k < 12; ++k) options.override_changes.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
+    options.seed = seed;
+    options.report_override = true;
+    return options;
+}
+
+}  // namespace
+
 TEST_CASE("a reported override is followed at its turn, even with the arm at rest: fewer stops, collisions found",
           "[sim][speed][override]") {
     // The held-out LR Mate-like reports motor current (no torque witness of a ramp) and stands
     // through its screwing, where no velocity can tell a turn; a robot task that sends the
     // controller's override (Sample::speed_override) tells the detector when and by how much.
     const LrMateScrewing cell;
-    const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
-    std::vector<sim::OverrideChange> turns;
-    for (std::size_t k = 0; k < 12; ++k) turns.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
-    sim::CellOptions options;
-    options.seed = 75;
-    options.override_changes = turns;
-    options.report_override = true;
+    sim::CellOptions options = reported_turns(75);
+    const std::vector<sim::OverrideChange> turns = options.override_changes;
     sim::RobotCell reporting(cell.robot, cell.task, options);
     const Recording run = reporting.record(10);
     REQUIRE(run.reports_override());
@@ -1644,13 +1654,8 @@ TEST_CASE("a reported turn lets either witness explain its ramp on a torque arm,
     const sim::Task task = ur5e_task(true);
     const Profile profile = speed_profile(robot, task, 71, true);
     REQUIRE(profile.speed.has_value());
-    const std::array<double, 6> values{0.7, 1.0, 0.85, 0.7, 0.9, 1.0};
-    std::vector<sim::OverrideChange> turns;
-    for (std::size_t k = 0; k < 12; ++k) turns.push_back({3.0 + 4.0 * static_cast<double>(k), values[k % values.size()]});
-    sim::CellOptions options;
-    options.seed = 77;
-    options.override_changes = turns;
-    options.report_override = true;
+    const sim::CellOptions options = reported_turns(77);
+    const std::vector<sim::OverrideChange>& turns = options.override_changes;
     sim::RobotCell cell(robot, task, options);
     const Recording run = cell.record(8);
     Recording silent = run;
