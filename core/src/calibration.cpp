@@ -66,6 +66,13 @@ Reference cut_reference(const Recording& rec, const std::string& source, std::si
     if (rec.declares_payload()) {
         ref.payload.assign(rec.payload.begin() + static_cast<std::ptrdiff_t>(begin), rec.payload.begin() + static_cast<std::ptrdiff_t>(end));
     }
+    // The override the cycles ran at, if the robot reported one and it stayed put (changes under a
+    // thousandth are the report's rounding, as for the detector's turns).
+    if (rec.reports_override()) {
+        const auto [lo, hi] = std::minmax_element(rec.speed_override.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                  rec.speed_override.begin() + static_cast<std::ptrdiff_t>(end));
+        if (*lo > 0.0 && *hi / *lo - 1.0 < 1e-3) ref.speed_override = *hi;
+    }
     return ref;
 }
 

@@ -836,10 +836,23 @@ void Detector::follow_reported_override(const Sample& sample) {
     if (!(reported >= kOverrideMin)) return;  // not reported (NaN), or the controller pauses by it
     const double before = reported_override_;
     reported_override_ = reported;
-    // The first report of a stream says nothing about the estimate (the reference's own override
-    // is not known to the profile); a turn moves it by the ratio of the two reports. Changes
-    // under a thousandth are the report's rounding (a float32 on the binary link).
-    if (!(before > 0) || speed_inertial_.empty() || std::abs(reported / before - 1.0) < 1e-3) return;
+    if (speed_inertial_.empty()) return;
+    // A stream's first report: where the profile knows the override its reference was recorded
+    // at, the speed is their ratio from this sample on, as certain as a converged estimate (no
+    // weight left on the start value 1, so speed_interval() is that speed alone, not every speed
+    // the estimate may still settle at). The measurement goes on from there as at any speed.
+    // Where it does not, the first report says nothing about the estimate.
+    if (!(before > 0)) {
+        const double recorded = profile_.reference.speed_override;
+        if (recorded > 0) {
+            scale_speed_estimate(std::clamp(reported / recorded, kSpeedMin, kSpeedMax));
+            speed_prior_weight_ = 0.0;
+        }
+        return;
+    }
+    // A turn moves the estimate by the ratio of the two reports. Changes under a thousandth are
+    // the report's rounding (a float32 on the binary link).
+    if (std::abs(reported / before - 1.0) < 1e-3) return;
     const double from = speed_ratio_;
     turn_target_ = std::clamp(from * reported / before, kSpeedMin, kSpeedMax);
     // The arm moving: its speed is measured from the next sample on (update_speed). Standing: the

@@ -135,6 +135,10 @@ void Profile::validate() const {
         if (!speed->unexplained.empty()) check_table(speed->unexplained, "unexplained");
         if (!speed->speed_change.empty()) check_table(speed->speed_change, "speed-change");
     }
+    if (!std::isnan(reference.speed_override) && !(reference.speed_override > 0.0 && reference.speed_override <= 1.0)) {
+        throw std::invalid_argument(fmt::format("reference speed_override is {}; expected the override the reference was recorded at, in (0, 1] (1 = 100 %)",
+                                                reference.speed_override));
+    }
     if (!reference.payload.empty() && reference.payload.size() != reference.size()) {
         throw std::invalid_argument(fmt::format("the reference declares {} payload values for {} samples", reference.payload.size(), reference.size()));
     }
@@ -203,6 +207,7 @@ nlohmann::json to_json(const Profile& p) {
                 {"q", p.reference.q}};
     if (!p.reference.payload.empty()) ref["payload"] = p.reference.payload;
     if (!p.reference.cycle_begins.empty()) ref["cycle_begins"] = p.reference.cycle_begins;
+    if (std::isfinite(p.reference.speed_override)) ref["speed_override"] = p.reference.speed_override;
     json out = {{"format", "warpguard-profile"},
                 {"version", 1},
                 {"robot", p.robot},
@@ -293,6 +298,7 @@ Profile profile_from_json(const nlohmann::json& j) {
     p.reference.q = typed<std::vector<std::vector<double>>>(ref, "q", "reference");
     if (ref.contains("payload")) p.reference.payload = typed<std::vector<double>>(ref, "payload", "reference");
     if (ref.contains("cycle_begins")) p.reference.cycle_begins = typed<std::vector<std::size_t>>(ref, "cycle_begins", "reference");
+    if (ref.contains("speed_override")) p.reference.speed_override = typed<double>(ref, "speed_override", "reference");
     const auto& ths = field(j, "thresholds", "profile");
     if (!ths.is_array()) throw std::invalid_argument("profile.thresholds must be an array");
     for (std::size_t k = 0; k < ths.size(); ++k) {

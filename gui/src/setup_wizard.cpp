@@ -627,6 +627,13 @@ public:
             derivation_->setText(derivation_->text() + (gaps ? tr(" <b>Warning:</b> ") : tr(" Reference: ")) +
                                  coverage.value("note").toString().toHtmlEscaped() + ".");
         }
+        // The robot reported its speed override: the reference's is kept, and a stream starts at the
+        // speed its first report gives.
+        if (s.contains("reference_override")) {
+            derivation_->setText(derivation_->text() +
+                                 tr(" Recorded at speed override %1 %: detection starts at the speed the robot reports.")
+                                     .arg(s.value("reference_override").toDouble() * 100.0, 0, 'f', 0));
+        }
         // The robot stood held or samples were lost while recording: what calibration left out.
         const QJsonObject interruptions = s.value("interruptions").toObject();
         if (!interruptions.isEmpty()) {

@@ -1,6 +1,7 @@
 #include "control_server.hpp"
 
 #include <atomic>
+#include <cmath>
 #include <deque>
 #include <set>
 #include <thread>
@@ -292,6 +293,9 @@ json calibrate_command(DaemonContext& c, const json& request) {
     if (profile.calibration.contains("speed_model")) summary["speed_model"] = profile.calibration.at("speed_model");
     if (profile.calibration.contains("payload_model")) summary["payload_model"] = profile.calibration.at("payload_model");
     if (interrupted) summary["interruptions"] = profile.calibration.at("interruptions");
+    // The override the reference ran at, as the robot reported it: a stream starts at the speed
+    // its first report gives.
+    if (std::isfinite(profile.reference.speed_override)) summary["reference_override"] = profile.reference.speed_override;
     if (profile.arm) {
         summary["arm_model"] = {{"dry_run", dry_id},
                                 {"excitation", excitation_id},

@@ -769,7 +769,9 @@ def test_override(tmp):
             rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
         check(len(rows) > 1000 and set(r["override"] for r in rows) == {"1"},
               "the recording carries the reported override, 100 %%: %d rows, values %s" % (len(rows), sorted(set(r["override"] for r in rows))[:5]))
-        d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate", "--timeout", "300")
+        cal = json.loads(d.ctl("--json", "calibrate", "cell1", "--reference-cycles", "3", "--activate", "--timeout", "300").stdout)
+        check(cal["summary"].get("reference_override") == 1.0,
+              "the profile keeps the override its reference ran at: %s" % cal["summary"].get("reference_override"))
         # SHADOW: the detector judges every sample and follows the speed, the robot is not stopped.
         # The operator turns the slider three times during six cycles (the simulated controller
         # follows each over its ramp). The estimate is read while the robot is still connected,

@@ -1369,6 +1369,71 @@ TEST_CASE("a stream that starts at 70 % override does not stop while the speed e
     CHECK(settled_band < 0.05);    // and is all but gone once the estimate has settled
 }
 
+TEST_CASE("a stream's first reported override gives the speed at once where the reference reported its own",
+          "[sim][speed][override]") {
+    // The same start at 70 % as above, now from a robot task that reports the override with every
+    // sample, and a profile calibrated on recordings that reported it too: the reference's override
+    // (100 %) is in the profile, and the stream's first report (70 %) gives the speed before any
+    // sample has measured it. Without the reference's, the estimate converges as above.
+    const Irb120Speed cell;
+    sim::CellOptions reporting;
+    reporting.report_override = true;
+    reporting.seed = 51;
+    const Recording reference = sim::RobotCell(cell.robot, cell.task, reporting).record(7);
+    reporting.seed = 52;
+    const Recording calibration = sim::RobotCell(cell.robot, cell.task, reporting).record(12);
+    REQUIRE(reference.reports_override());
+    CalibrationOptions options;
+    options.reference_cycles = 3;
+    options.dynamics_model = cell.robot.kinematics;
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile told = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    REQUIRE(told.speed.has_value());
+    CHECK(told.reference.speed_override == 1.0);
+    CHECK(profile_from_json(to_json(told)).reference.speed_override == 1.0);
+    Profile untold = told;
+    untold.reference.speed_override = std::numeric_limits<double>::quiet_NaN();
+
+    // A reference whose cycles ran at more than one override keeps none.
+    Recording turned = reference;
+    const auto complete = turned.complete_cycles();
+    for (std::size_t i = complete[1].begin; i < turned.size(); ++i) turned.speed_override[i] = 0.8;
+    CHECK(std::isnan(cut_reference(turned, "turned", 3).speed_override));
+    CHECK(cut_reference(turned, "turned", 1).speed_override == 1.0);
+
+    double first_told = 0.0, first_untold = 0.0, band_told = 0.0, band_untold = 0.0;
+    std::size_t stops_told = 0, stops_untold = 0, streams = 0;
+    for (std::uint64_t seed = 60; seed < 64; ++seed) {
+        reporting.seed = seed;
+        reporting.speed_override = 0.7;
+        const Recording slow = sim::RobotCell(cell.robot, cell.task, reporting).record(1);
+        Detector a(told), b(untold);
+        std::vector<double> tau(slow.joints()), q(slow.joints());
+        for (std::size_t i = 0; i < slow.size(); ++i) {
+            const Sample s = slow.sample(i, tau, q);
+            const Decision da = a.update(s), db = b.update(s);
+            if (i == 0) first_told = std::max(first_told, std::abs(a.speed_ratio() - 0.7)), first_untold = std::max(first_untold, std::abs(b.speed_ratio() - 0.7));
+            // Until each estimate has settled: the largest deviation its speed band took, in thresholds.
+            for (std::size_t j = 0; j < slow.joints(); ++j) {
+                if (!a.speed_settled()) band_told = std::max(band_told, a.evaluations()[j].speed_band / a.evaluations()[j].phase_threshold);
+                if (!b.speed_settled()) band_untold = std::max(band_untold, b.evaluations()[j].speed_band / b.evaluations()[j].phase_threshold);
+            }
+            stops_told += da.stop() ? 1 : 0, stops_untold += db.stop() ? 1 : 0;
+        }
+        CHECK(a.speed_ratio() == Approx(0.7).margin(0.05));
+        CHECK(b.speed_ratio() == Approx(0.7).margin(0.05));
+        ++streams;
+    }
+    INFO(streams << " streams at 70 %: first sample's estimate off by " << first_told << " with the reference's override, "
+                 << first_untold << " without; largest speed band before settling " << band_told << " and " << band_untold
+                 << " thresholds; stop samples " << stops_told << " and " << stops_untold);
+    CHECK(first_told < 1e-12);
+    CHECK(first_untold > 0.25);
+    CHECK(band_untold > 0.5);            // converging, the band carries deviations of a threshold's order
+    CHECK(band_told == 0.0);  // told, the speed interval is the estimate alone
+    CHECK(stops_told == 0);
+}
+
 TEST_CASE("a turned override is followed within its ramp, its changing speed explained: nominal cycles run on, collisions still stop",
           "[sim][speed][override]") {
     // The operator turns the knob every 4 s (the controller follows each turn within 0.5 s per

@@ -168,6 +168,11 @@ TEST_CASE("a broken profile file is refused with the path and the field", "[prof
     j = to_json(planar_profile());
     j["method"] = "ka-mdtw";
     CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("KA-mDTW profile has no kinematics"));
+    j = to_json(planar_profile());
+    j["reference"]["speed_override"] = 70;  // percent where a fraction belongs
+    CHECK_THROWS_WITH(profile_from_json(j), Catch::Contains("reference speed_override is 70") && Catch::Contains("in (0, 1]"));
+    j["reference"]["speed_override"] = 0.7;
+    CHECK(profile_from_json(j).reference.speed_override == 0.7);
     CHECK_THROWS_WITH(load_profile("/nonexistent/profile.json"), Catch::Contains("/nonexistent/profile.json"));
 }
 

@@ -421,7 +421,8 @@ private:
     // the speed error as friction).
     double speed_evidence_ = 0.0;
     // The weight the start value 1 still has in speed_ratio_ (the product of (1 - gain x weight)
-    // over its updates): 1 at the start of a stream, falling as the estimate converges.
+    // over its updates): 1 at the start of a stream, falling as the estimate converges; 0 from a
+    // stream's first reported override when the profile knows its reference's (follow_reported_override).
     double speed_prior_weight_ = 1.0;
     // The latest clearly moving samples' speed ratios (a ring): a sample whose ratio lies far off
     // their median is not learned (update_speed). Fixed size: no allocation per sample.

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,6 +87,10 @@ struct Reference {
     std::vector<std::vector<double>> tau;  // tau[joint][k]
     std::vector<std::vector<double>> q;    // q[joint][k]
     std::vector<double> payload;           // payload declared at each sample, kg (empty: not declared)
+    // The speed override the robot reported while the reference was recorded (1 = 100 %): NaN when
+    // it reported none, or when it changed within the reference's cycles. A stream's first report
+    // then gives the detector its speed at once: the reported override over this one.
+    double speed_override = std::numeric_limits<double>::quiet_NaN();
     std::size_t size() const { return t.size(); }
 };
 
