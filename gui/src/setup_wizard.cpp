@@ -630,9 +630,11 @@ public:
         // The robot reported its speed override: the reference's is kept, and a stream starts at the
         // speed its first report gives.
         if (s.contains("reference_override")) {
+            const QString percent = QString::number(s.value("reference_override").toDouble() * 100.0, 'f', 0);
             derivation_->setText(derivation_->text() +
-                                 tr(" Recorded at speed override %1 %: detection starts at the speed the robot reports.")
-                                     .arg(s.value("reference_override").toDouble() * 100.0, 0, 'f', 0));
+                                 (s.contains("speed_model") ? tr(" Recorded at speed override %1 %: detection starts at the speed the robot reports.")
+                                                            : tr(" Recorded at speed override %1 %."))
+                                     .arg(percent));
         }
         // The robot stood held or samples were lost while recording: what calibration left out.
         const QJsonObject interruptions = s.value("interruptions").toObject();

@@ -198,6 +198,11 @@ void register_ctl(CLI::App& app) {
                                  std::printf("reference: %s; %s\n", cov.value("automatic", false) ? "cycles chosen by calibration" : "cycles as given",
                                              cov.value("note", std::string()).c_str());
                              }
+                             if (s.contains("reference_override")) {
+                                 std::printf("reference recorded at speed override %.0f %% (reported)%s\n",
+                                             100.0 * s.at("reference_override").get<double>(),
+                                             s.contains("speed_model") ? ": a stream starts at the speed its first report gives" : "");
+                             }
                              if (s.contains("interruptions")) print_interruptions(s.at("interruptions"));
                              std::printf("joint  theta1 (%s)   sigma        theta2       nominal max\n", s.at("unit").get<std::string>().c_str());
                              for (const auto& t : s.at("thresholds")) {

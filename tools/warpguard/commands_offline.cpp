@@ -154,6 +154,10 @@ void run_calibrate(const CalibrateArgs& a) {
     const auto& coverage = p.calibration.at("reference_coverage");
     std::printf("reference: %d cycles (%s); %s\n", coverage.value("reference_cycles", 0),
                 coverage.value("automatic", false) ? "chosen by calibration" : "as given", coverage.value("note", std::string()).c_str());
+    if (std::isfinite(p.reference.speed_override)) {
+        std::printf("reference recorded at speed override %.0f %% (reported)%s\n", 100.0 * p.reference.speed_override,
+                    p.speed ? ": a stream starts at the speed its first report gives" : "");
+    }
     if (p.calibration.contains("interruptions")) print_interruptions(p.calibration.at("interruptions"));
     if (coverage.value("uncovered", 0) > 0 && p.method != MatchingMethod::KaMdtw) {
         std::fprintf(stderr, "warning: the reference does not cover %d of %d nominal cycles (see 'reference:' above)\n",
