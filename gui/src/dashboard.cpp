@@ -37,7 +37,8 @@ QString learned_text(const QJsonObject& adaptation, const QString& unit, const Q
     if (adaptation.isEmpty()) return {};
     QStringList parts;
     if (adaptation.value("has_speed_model").toBool()) {
-        parts << (adaptation.value("speed_settled").toBool()
+        // Known: settled, or reported by the robot from the stream's first sample (older daemons: settled).
+        parts << (adaptation.value("speed_known").toBool(adaptation.value("speed_settled").toBool())
                       ? QObject::tr("speed %1 % of the recorded").arg(adaptation.value("speed_ratio").toDouble() * 100.0, 0, 'f', 0)
                       : QObject::tr("speed still being estimated"));
     }

@@ -471,6 +471,7 @@ nlohmann::json RobotSession::adaptation_json_locked() const {
                           {"magnitude_viscous", mg[1]}, {"friction_changed", detector_->friction_changed(j)}});
     }
     return {{"speed_ratio", detector_->speed_ratio()}, {"speed_settled", detector_->speed_settled()},
+            {"speed_known", detector_->speed_known()},
             {"has_speed_model", detector_->has_speed_model()}, {"friction", joints}};
 }
 

@@ -612,6 +612,12 @@ private slots:
                                                              QJsonObject{{"joint", 3}, {"coulomb", -1.5}, {"friction_changed", true}}}}};
         QCOMPARE(learned_text(adaptation, "Nm", {3}),
                  QString("Learned in operation: friction drift joint 2 +0.250 Nm, joint 3 -1.500 N (changed)."));
+        // The speed: while the estimate converges, unless the robot's report gave it.
+        const QJsonObject converging{{"has_speed_model", true}, {"speed_ratio", 0.93}, {"speed_settled", false}, {"speed_known", false}};
+        QCOMPARE(learned_text(converging, "Nm", {}), QString("Learned in operation: speed still being estimated."));
+        QJsonObject reported = converging;
+        reported["speed_known"] = true;
+        QCOMPARE(learned_text(reported, "Nm", {}), QString("Learned in operation: speed 93 % of the recorded."));
     }
 
     void cleanupTestCase() {

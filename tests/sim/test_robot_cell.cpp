@@ -1412,7 +1412,11 @@ TEST_CASE("a stream's first reported override gives the speed at once where the 
         for (std::size_t i = 0; i < slow.size(); ++i) {
             const Sample s = slow.sample(i, tau, q);
             const Decision da = a.update(s), db = b.update(s);
-            if (i == 0) first_told = std::max(first_told, std::abs(a.speed_ratio() - 0.7)), first_untold = std::max(first_untold, std::abs(b.speed_ratio() - 0.7));
+            if (i == 0) {
+                first_told = std::max(first_told, std::abs(a.speed_ratio() - 0.7)), first_untold = std::max(first_untold, std::abs(b.speed_ratio() - 0.7));
+                CHECK(a.speed_known());  // (what the dashboard shows)
+                CHECK_FALSE(b.speed_known());
+            }
             // Until each estimate has settled: the largest deviation its speed band took, in thresholds.
             for (std::size_t j = 0; j < slow.joints(); ++j) {
                 if (!a.speed_settled()) band_told = std::max(band_told, a.evaluations()[j].speed_band / a.evaluations()[j].phase_threshold);

@@ -178,6 +178,9 @@ public:
     Judged judged(std::size_t joint) const;
     // The speed ratio has enough evidence behind it since the stream began to be believed.
     bool speed_settled() const { return speed_inertial_.empty() || speed_evidence_ * kSpeedGain >= kSpeedSettled; }
+    // The speed is known: settled, or given by the stream's first reported override over the
+    // reference's (follow_reported_override) while the evidence for settling still grows.
+    bool speed_known() const { return speed_settled() || speed_prior_weight_ == 0.0; }
     // Phase-aware, with a speed model: the running speed is not the recorded one (beyond the
     // calibrated tolerance), so joints standing still get their dry-friction band (JointEvaluation).
     // Settled: the estimate says so. While it converges: every speed it may still settle at
