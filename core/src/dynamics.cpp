@@ -1049,6 +1049,7 @@ ArmDeviationFilter::ArmDeviationFilter(ArmDynamics arm)
     : arm_(std::move(arm)),
       regressor_(arm_.model, arm_.gravity),
       y_(static_cast<Eigen::Index>(arm_.model.dof()), static_cast<Eigen::Index>(regressor_.columns())),
+      still_(arm_.model.dof(), 0.0),
       t_(arm_.causal_samples, 0.0),
       q_(arm_.causal_samples * arm_.model.dof(), 0.0),
       qd_(arm_.model.dof(), 0.0),
@@ -1062,6 +1063,36 @@ ArmDeviationFilter::ArmDeviationFilter(ArmDynamics arm)
         }
     }
     check_causal_estimator(arm_.causal_samples, arm_.causal_order);
+    kink_response_ = causal_kink_response(arm_.causal_samples, arm_.causal_order);
+}
+
+double causal_kink_response(std::size_t samples, std::size_t order) {
+    check_causal_estimator(samples, order);
+    // Samples at t = -(samples - 1) .. 0 (unit spacing), the fit as ArmDeviationFilter's; the true
+    // acceleration max(0, t - k) (positions (t - k)^3 / 6 after the kink at k), for k over a fine
+    // grid from before the span's start to its newest sample.
+    const auto count = static_cast<Eigen::Index>(samples), columns = static_cast<Eigen::Index>(order + 1);
+    const double span = static_cast<double>(samples - 1);
+    Eigen::MatrixXd a(count, columns);
+    for (Eigen::Index i = 0; i < count; ++i) {
+        double v = 1.0;
+        for (Eigen::Index p = 0; p < columns; ++p, v *= (static_cast<double>(i) - span) / span) a(i, p) = v;
+    }
+    const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a);
+    constexpr int kSteps = 2000;
+    double worst = 0.0;
+    Eigen::VectorXd x(count);
+    for (int g = 0; g <= kSteps; ++g) {
+        const double kink = -span - 1.0 + (span + 1.0) * g / kSteps;
+        for (Eigen::Index i = 0; i < count; ++i) {
+            const double d = std::max(0.0, static_cast<double>(i) - span - kink);
+            x(i) = d * d * d / 6.0;
+        }
+        const Eigen::VectorXd c = qr.solve(x);
+        const double estimate = 2.0 * c(2) / (span * span), truth = std::max(0.0, -kink);
+        worst = std::max(worst, std::abs(estimate - truth) / span);
+    }
+    return worst;
 }
 
 void ArmDeviationFilter::differentiate(double t, std::span<const double> q) {
@@ -1113,6 +1144,14 @@ void ArmDeviationFilter::apply(double t, std::span<const double> q, std::span<co
     differentiate(t, q);
     regressor_.compute(q, qd_, qdd_, true, y_);
     for (std::size_t j = 0; j < arm_.model.dof(); ++j) out[j] = tau[j] - y_.row(static_cast<Eigen::Index>(j)).dot(arm_.parameters[j]);
+}
+
+void ArmDeviationFilter::inertial_torque(std::span<const double> q, std::span<const double> a, std::span<double> out) {
+    regressor_.compute(q, still_, a, false, y_);
+    for (std::size_t j = 0; j < arm_.model.dof(); ++j) {
+        const auto& p = arm_.parameters[j];
+        out[j] = y_.row(static_cast<Eigen::Index>(j)).dot(p) - p(static_cast<Eigen::Index>(regressor_.joint_column(j, 3)));
+    }
 }
 
 namespace {

@@ -788,3 +788,60 @@ TEST_CASE("the payload model's centre uncertainty survives its JSON form and a b
     j.erase("centre_uncertainty");
     CHECK(payload_model_from_json(j, 2).centre_uncertainty.empty());
 }
+
+TEST_CASE("the arm filter's causal acceleration misses at most its kink response of a changing acceleration, and its inertial "
+          "torque is the model's",
+          "[dynamics][arm]") {
+    // An acceleration that begins to change at a constant rate somewhere between samples (a kink:
+    // positions c (t - k)^3 / 6 after k): the filter's largest error over where the kink falls,
+    // as a share of what the acceleration changes by over its span, is causal_kink_response().
+    const double h = 0.004;
+    for (const auto& [samples, order] : {std::pair<std::size_t, std::size_t>{5, 3}, {7, 3}, {15, 3}, {7, 2}}) {
+        ArmDynamics arm = planar_arm_model();
+        arm.causal_samples = samples;
+        arm.causal_order = order;
+        ArmDeviationFilter filter(arm);
+        const std::size_t n = arm.model.dof();
+        std::vector<double> q(n);
+        const double span = h * static_cast<double>(samples - 1), rate = 40.0;  // rad/s^3
+        double worst = 0.0;
+        for (int step = 0; step < 200; ++step) {
+            // within one sample period, once the fit's span has filled
+            const double kink = h * (static_cast<double>(samples) + step / 200.0);
+            filter.reset();
+            for (std::size_t i = 0; i < 2 * samples + 5; ++i) {
+                const double t = h * static_cast<double>(i), d = std::max(0.0, t - kink);
+                for (std::size_t j = 0; j < n; ++j) q[j] = 0.1 * static_cast<double>(j) + rate * (1.0 + static_cast<double>(j)) * d * d * d / 6.0;
+                filter.differentiate(t, q);
+                if (i + 1 < samples) continue;  // the fit's span filled
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double truth = rate * (1.0 + static_cast<double>(j)) * d;
+                    worst = std::max(worst, std::abs(filter.acceleration()[j] - truth) / (rate * (1.0 + static_cast<double>(j)) * span));
+                }
+            }
+        }
+        INFO("order " << order << " over " << samples << " samples: largest error " << worst << " of the change over the span, kink response "
+                      << filter.kink_response());
+        CHECK(worst == Approx(filter.kink_response()).epsilon(0.01));
+        CHECK(filter.kink_response() == Approx(causal_kink_response(samples, order)));
+        if (order == 3) CHECK(filter.kink_response() == Approx(0.21).margin(0.01));
+        if (order == 2) CHECK(filter.kink_response() == Approx(0.5).margin(0.01));
+    }
+    CHECK_THROWS_WITH(causal_kink_response(3, 3), Catch::Contains("order 3 over 3 samples"));
+
+    // inertial_torque: M(q) a, the sum of the model's inertia columns (no velocity, gravity or offset).
+    ArmDeviationFilter filter(planar_arm_model());
+    const std::vector<double> pose{0.4, -0.9, 1.3}, a{2.0, -1.0, 0.5};
+    REQUIRE(pose.size() == planar_arm_model().model.dof());
+    std::vector<double> expected(pose.size(), 0.0), out(pose.size());
+    for (std::size_t k = 0; k < pose.size(); ++k) {
+        const auto column = modelled_inertia_column(planar_arm_model(), pose, k);
+        for (std::size_t j = 0; j < pose.size(); ++j) expected[j] += column[j] * a[k];
+    }
+    filter.inertial_torque(pose, a, out);
+    for (std::size_t j = 0; j < pose.size(); ++j) {
+        INFO("joint " << j + 1);
+        CHECK(std::abs(expected[j]) > 1e-3);
+        CHECK(out[j] == Approx(expected[j]).margin(1e-9));
+    }
+}

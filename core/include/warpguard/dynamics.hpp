@@ -306,6 +306,13 @@ Recording arm_deviation(const ArmDynamics& arm, const Recording& recording);
 inline constexpr std::size_t kMaxCausalSamples = 15;
 inline constexpr std::size_t kMaxCausalOrder = 3;
 inline constexpr double kCausalGapFactor = 5.0;
+// The causal estimator's largest acceleration error (over where in its span it happens) when the
+// true acceleration begins to change at a constant rate (a kink), as a share of what it changes
+// by over the estimator's span, at evenly spaced samples: 0.21 for a cubic over 5-15 samples (it
+// follows an acceleration that changes linearly exactly), 0.5 for a quadratic. Throws as
+// ArmDeviationFilter's constructor.
+double causal_kink_response(std::size_t samples, std::size_t order);
+
 class ArmDeviationFilter {
 public:
     // Throws std::invalid_argument when the parameters do not fit the model or the estimator is
@@ -320,11 +327,18 @@ public:
     // The velocity and acceleration of the newest sample, per joint.
     std::span<const double> velocity() const { return qd_; }
     std::span<const double> acceleration() const { return qdd_; }
+    // out = M(q) a: the arm model's torque for the joint accelerations `a` alone (no velocity, no
+    // gravity, no offset), in its signal units. Spans of the model's joint count; no allocation.
+    void inertial_torque(std::span<const double> q, std::span<const double> a, std::span<double> out);
+    // causal_kink_response() of this filter's estimator.
+    double kink_response() const { return kink_response_; }
 
 private:
     ArmDynamics arm_;
     DynamicsRegressor regressor_;
     Eigen::MatrixXd y_;
+    std::vector<double> still_;  // zero velocities, for inertial_torque
+    double kink_response_ = 0.0;
     std::vector<double> t_;   // ring of the newest times, causal_samples
     std::vector<double> q_;   // ring of the newest angles, sample after sample
     std::vector<double> qd_, qdd_;
