@@ -163,6 +163,9 @@ Detector::Detector(Profile profile, MatcherKind matcher)
       levers_(profile_.joints),
       arm_(profile_.arm ? std::make_unique<ArmDeviationFilter>(*profile_.arm) : nullptr),
       arm_deviation_(profile_.joints, 0.0),
+      arm_turn_inertial_(profile_.joints, 0.0),
+      arm_turn_accel_(profile_.joints, 0.0),
+      arm_turn_path_inertial_(profile_.joints, 0.0),
       signed_sample_(profile_.joints, 0.0),
       over_(profile_.joints, 0),
       cusum_(profile_.joints, 0.0),
@@ -634,6 +637,8 @@ void Detector::reset() {
     jump_count_ = 0, jump_side_ = 0;
     reported_override_ = std::numeric_limits<double>::quiet_NaN();
     turn_side_ = 0;
+    turn_rates_.fill(0.0);
+    turn_rates_fresh_ = true;
     measured_ratio_ = 0.0, turn_target_ = 0.0;
     turn_measured_ = false;
     if (streaming_) streaming_->reset();
@@ -828,6 +833,8 @@ void Detector::scale_speed_estimate(double to) {
 void Detector::follow_reported_override(const Sample& sample) {
     if (turn_side_ != 0 && sample.t > turn_until_) {
         turn_side_ = 0;
+        turn_rates_.fill(0.0);
+        turn_rates_fresh_ = true;
         // A turn followed by measurement whose end the arm did not show moving (it came to rest
         // during the ramp): the controller has reached the new speed by now.
         if (turn_measured_ && !(measured_ratio_ > 0)) scale_speed_estimate(turn_target_);
@@ -867,6 +874,15 @@ void Detector::follow_reported_override(const Sample& sample) {
     turn_hi_ = std::max({from, turn_target_, open ? turn_hi_ : from});
     turn_side_ = reported > before ? 1 : -1;
     turn_until_ = sample.t + kTurnLead + kTurnSecondsPer100 * std::abs(reported - before);
+}
+
+double Detector::arm_lag_band(std::size_t joint) const {
+    if (!arm_ || !reported_turn_open() || joint >= arm_turn_inertial_.size()) return 0.0;
+    const std::size_t span = arm_->arm().causal_samples;
+    const auto end = static_cast<std::ptrdiff_t>(span);
+    const auto [lo, hi] = std::minmax_element(turn_rates_.begin(), turn_rates_.begin() + end);
+    const auto [lo2, hi2] = std::minmax_element(turn_squares_.begin(), turn_squares_.begin() + end);
+    return arm_->kink_response() * ((*hi - *lo) * std::abs(arm_turn_inertial_[joint]) + (*hi2 - *lo2) * std::abs(arm_turn_path_inertial_[joint]));
 }
 
 double Detector::angles_speed_change() const {
@@ -1386,6 +1402,17 @@ Decision Detector::update(const Sample& sample) {
     }
     follow_reported_override(sample);
     update_speed(shared, sample.q);
+    if (arm_ && reported_turn_open()) {
+        const auto qd = arm_->velocity();
+        const double s = std::max(speed_ratio_, kSpeedMin);
+        for (std::size_t j = 0; j < n; ++j) arm_turn_accel_[j] = qd[j] / s;
+        arm_->inertial_torque(sample.q, arm_turn_accel_, arm_turn_inertial_);
+        for (std::size_t j = 0; j < n; ++j) arm_turn_accel_[j] = reference_acceleration_[j][shared_];
+        arm_->inertial_torque(sample.q, arm_turn_accel_, arm_turn_path_inertial_);
+        if (scaled) {
+            for (std::size_t j = 0; j < n; ++j) arm_turn_inertial_[j] /= levers_[j], arm_turn_path_inertial_[j] /= levers_[j];
+        }
+    }
     for (std::size_t j = 0; j < n; ++j) {
         // The newest sample against the reference's range around the partner; the limits the
         // phase-aware rules leave (below) start from that range.
@@ -1421,6 +1448,10 @@ Decision Detector::update(const Sample& sample) {
             const double witnessed = witnessed_speed_change();
             const double mean = speed_changing && speed_change_rate_ * turn_side_ > 0 ? speed_change_rate_ : 0.0;
             speed_change_explained_ = std::abs(witnessed) > std::abs(mean) ? witnessed : mean;
+            if (turn_rates_fresh_) turn_squares_.fill(speed_ratio_ * speed_ratio_), turn_rates_fresh_ = false;
+            turn_rates_[turn_rate_next_] = speed_change_rate_;
+            turn_squares_[turn_rate_next_] = speed_ratio_ * speed_ratio_;
+            turn_rate_next_ = (turn_rate_next_ + 1) % (arm_ ? arm_->arm().causal_samples : 1);
         }
         // Every joint is judged at the shared partner: the payload forces' difference once.
         const Eigen::Vector3d force_difference =
@@ -1482,6 +1513,13 @@ Decision Detector::update(const Sample& sample) {
                 zone_low += low, zone_high += high;
                 ev.speed_change_band = std::abs(changing);
                 deviation -= changing;
+                // The arm model's causal acceleration lagging a reported turn's ramp (either sign:
+                // arm_lag_band).
+                const double b = arm_lag_band(j);
+                const double lagging = std::clamp(deviation, -b, b);
+                zone_low -= b, zone_high += b;
+                ev.arm_lag_band = std::abs(lagging);
+                deviation -= lagging;
                 // What the model leaves unexplained of the reference, u, reads at speed s anywhere
                 // between u (static) and s^2 u (inertial): the deviation may hold up to (s^2 - 1) u
                 // of it, for any s still possible (both intervals hold 0, so taking them one after
@@ -1501,6 +1539,7 @@ Decision Detector::update(const Sample& sample) {
             } else {
                 ev.speed_band = 0.0;
                 ev.speed_change_band = 0.0;
+                ev.arm_lag_band = 0.0;
                 ev.model_band = 0.0;
             }
             // Off the recorded speed, dry friction leaves a still joint's torque undetermined

@@ -135,16 +135,30 @@ TEST_CASE("a detector matching the deviation from an arm model does not allocate
     CalibrationOptions opt;
     opt.window = 20;
     opt.arm = arm;
+    // with the speed model, so that a reported turn opens the arm model's lag band
+    opt.dynamics_model = planar_arm::default_arm().dh_model();
+    opt.gravity = Eigen::Vector3d(0, -9.81, 0);
     const NamedRecording nominal[] = {{"nominal14.csv", &test::long_nominal_recording()}};
     Detector detector(calibrate({"reference.csv", &test::reference_recording()}, nominal, opt));
+    // The robot reports its override, turned from 100 to 80 % a third of the way in.
+    Recording reporting = rec;
+    reporting.speed_override.assign(rec.size(), 1.0);
+    for (std::size_t i = rec.size() / 3; i < rec.size(); ++i) reporting.speed_override[i] = 0.8;
     std::vector<double> tau(rec.joints()), q(rec.joints());
     detector.update(rec.sample(0, tau, q));  // warm-up
     const std::size_t before = g_allocations.load();
     for (std::size_t i = 1; i < rec.size(); ++i) detector.update(rec.sample(i, tau, q));
     detector.reset();
+    std::size_t band_open = 0;
+    for (std::size_t i = 0; i < reporting.size(); ++i) {
+        detector.update(reporting.sample(i, tau, q));
+        band_open += detector.arm_lag_band(0) > 0.0 || detector.arm_lag_band(1) > 0.0;
+    }
+    detector.reset();
     for (std::size_t i = 0; i < 200; ++i) detector.update(rec.sample(i, tau, q));
     CHECK(g_allocations.load() == before);
     CHECK(detector.updates() == 200);
+    CHECK(band_open > 0);  // the turn's path ran
 }
 
 TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {

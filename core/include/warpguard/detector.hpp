@@ -74,6 +74,10 @@ struct JointEvaluation {
     // (Detector::speed_change_explained) times the torque of an acceleration along the reference's
     // velocity (SpeedModel::speed_change), on that torque's side only. Forgiven amount, >= 0.
     double speed_change_band = 0.0;
+    // With an arm model, while a reported turn is followed: the part of the deviation then forgiven
+    // as the arm model's causal acceleration lagging the controller's ramp (Detector::arm_lag_band:
+    // either sign). Forgiven amount, >= 0.
+    double arm_lag_band = 0.0;
     // The part of the deviation forgiven as what the speed model leaves unexplained of the
     // reference, u (SpeedModel::unexplained): at speed ratio s it may read anywhere between u and
     // s^2 u, so up to (s^2 - 1) u of the deviation, on u's side only; and where the split itself
@@ -154,6 +158,11 @@ public:
     // model): speed_change_rate() while the speed clearly changes, before that the s' both the
     // joint angles and the torques witness (witnessed_speed_change), else 0.
     double speed_change_explained() const { return speed_change_explained_; }
+    // With an arm model while a reported turn is followed: how far either side of 0 the newest
+    // sample's deviation of `joint` may lie from the arm model's causal acceleration alone:
+    // kink_response() x (the range of s' over the fit's span x |M(q) qd_ref| + the range of s^2
+    // x |M(q) qdd_ref|), docs/detection.md; 0 otherwise.
+    double arm_lag_band(std::size_t joint) const;
     bool has_speed_model() const { return !speed_inertial_.empty(); }
     // The profile models a declared payload; the last sample declared one; what its payload's
     // torque took off each joint's newest sample (matched units).
@@ -306,6 +315,20 @@ private:
     // filter that computes it (causal derivatives, no allocation).
     std::unique_ptr<ArmDeviationFilter> arm_;
     std::vector<double> arm_deviation_;
+    // While a reported turn is followed with an arm model (arm_lag_band): the arm's inertial
+    // torque of an acceleration along this sample's velocity over the speed (M(q) qd / s =
+    // M(q) qd_ref) and along the reference's acceleration at the partner (M(q) qdd_ref), per joint
+    // in its signal units (scratch: arm_turn_accel_); and the speed estimate's s' and s^2 of the
+    // latest samples (rings of the arm filter's span: 0 and the speed before the turn, filled when
+    // a turn opens, turn_rates_fresh_). The true acceleration s^2 qdd_ref + s' qd_ref is not
+    // followed by the causal fit while it changes other than linearly: it misses up to
+    // kink_response() of what it changed by over the span (a controller's ramp changes s'
+    // smoothly; a s' that jumped could be missed by all of its jump). The deviation may hold
+    // that much of either sign.
+    std::vector<double> arm_turn_inertial_, arm_turn_accel_, arm_turn_path_inertial_;
+    std::array<double, kMaxCausalSamples> turn_rates_{}, turn_squares_{};
+    std::size_t turn_rate_next_ = 0;
+    bool turn_rates_fresh_ = true;
     // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed.
     std::vector<double> signed_sample_;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
