@@ -835,9 +835,14 @@ void Detector::follow_reported_override(const Sample& sample) {
         turn_side_ = 0;
         turn_rates_.fill(0.0);
         turn_rates_fresh_ = true;
-        // A turn followed by measurement whose end the arm did not show moving (it came to rest
-        // during the ramp): the controller has reached the new speed by now.
-        if (turn_measured_ && !(measured_ratio_ > 0)) scale_speed_estimate(turn_target_);
+        // A turn whose end the arm did not show moving (it came to rest during the ramp, or crept
+        // through it): the controller has reached the new speed by now. Also where the turn was
+        // scaled at once: a creeping arm's ramp still reads the old speed for a run of samples,
+        // which the run of agreeing samples (update_speed) can take back (held-out UR10e-like,
+        // 0.7 -> 0.9 reported at 58.202 s at the end of a move, weight 0.2: scaled to 0.906, the
+        // next 8 samples at 0.70-0.72 took it back to 0.711; the arm then stood for 1.5 s and
+        // moved on at 0.9, and joint 5's CUSUM stopped the robot 90 ms later).
+        if (!(measured_ratio_ > 0)) scale_speed_estimate(turn_target_);
     }
     const double reported = sample.speed_override;
     if (!(reported >= kOverrideMin)) return;  // not reported (NaN), or the controller pauses by it

@@ -1760,6 +1760,74 @@ TEST_CASE("a reported turn lets either witness explain its ramp on a torque arm,
     CHECK(a.events.size() <= b.events.size());
 }
 
+TEST_CASE("a turn reported while the arm creeps to a stop is the controller's by the end of its window, whatever the creep read",
+          "[sim][speed][override]") {
+    // Held-out UR10e-like with turns reported: 0.7 -> 0.9 came at the end of a move, the arm
+    // creeping (not clearly moving: scaled at once to 0.906); the ramp's first samples still read
+    // 0.70-0.72, agreed for a run and took the estimate back to 0.711; the arm stood 1.5 s, moved
+    // on at 0.9, and joint 5 stopped the robot 90 ms later. Here the UR5e-like's wait before its
+    // grasp lasts 1.5 s, and the override is turned from 100 to 75 % at moments of the move's last
+    // 200 ms (one run each): by the end of the turn's window (0.1 s + 1 s per 100 %) the estimate
+    // is the turn's, within 5 %, and the moves after the wait run on. (Before the fix, measured:
+    // the turn 150 ms before the rest ended its window at 1.014 for 0.753, the other 8 of the
+    // first 9 moments followed; no stop either way on this arm.)
+    const RobotDescription robot = ur5e();
+    sim::Task task = ur5e_task(false);
+    for (auto& step : task.steps) {
+        if (step.kind == sim::TaskStep::Kind::Wait && step.seconds > 0.15) {
+            step.seconds = 1.5;
+            break;
+        }
+    }
+    const Profile profile = speed_profile(robot, task, 83, true);
+    sim::CellOptions options;
+    options.seed = 85;
+    options.report_override = true;
+    const Recording plain = sim::RobotCell(robot, task, options).record(2);
+    // The second cycle's long standstill: its first sample (joint angles within 0.1 mrad of it for 1 s).
+    double rest = -1.0;
+    for (std::size_t i = 1; i < plain.size() && rest < 0; ++i) {
+        if (plain.t[i] < 0.5 * plain.t.back()) continue;
+        std::size_t k = i;
+        for (; k < plain.size() && plain.t[k] < plain.t[i] + 1.0; ++k) {
+            bool still = true;
+            for (std::size_t j = 0; j < plain.joints(); ++j) still = still && std::abs(plain.q[j][k] - plain.q[j][i]) < 1e-4;
+            if (!still) break;
+        }
+        if (k < plain.size() && plain.t[k] >= plain.t[i] + 1.0) rest = plain.t[i];
+    }
+    REQUIRE(rest > 0);
+    std::vector<double> tau(plain.joints()), q(plain.joints());
+    std::size_t runs = 0, followed = 0, stopped = 0;
+    std::ostringstream report;
+    for (const double before_rest : {0.01, 0.025, 0.04, 0.055, 0.07, 0.085, 0.1, 0.125, 0.15, 0.175, 0.2}) {
+        options.override_changes = {{rest - before_rest - 0.2, 0.75}};  // (the recording's clock is 0.2 s ahead)
+        const Recording run = sim::RobotCell(robot, task, options).record(2);
+        Detector detector(profile);
+        double target = 0.0, until = -1.0, estimate = 0.0;
+        std::size_t stops_after = 0;
+        for (std::size_t i = 0; i < run.size(); ++i) {
+            const double previous = detector.speed_ratio();
+            const Decision d = detector.update(run.sample(i, tau, q));
+            if (target == 0.0 && i > 0 && run.speed_override[i] != run.speed_override[i - 1]) {
+                target = previous * run.speed_override[i] / run.speed_override[i - 1];
+                until = run.t[i] + 0.1 + std::abs(run.speed_override[i] - run.speed_override[i - 1]);
+            }
+            if (until > 0 && estimate == 0.0 && run.t[i] > until) estimate = detector.speed_ratio();
+            if (until > 0 && d.stop()) ++stops_after;
+        }
+        REQUIRE(target > 0.0);
+        REQUIRE(estimate > 0.0);
+        ++runs;
+        if (std::abs(estimate / target - 1.0) < 0.05) ++followed;
+        if (stops_after > 0) ++stopped;
+        report << " " << before_rest * 1000 << " ms: " << estimate << " for " << target << (stops_after > 0 ? " (stopped)" : "") << ";";
+    }
+    INFO("turns " << report.str());
+    CHECK(followed == runs);
+    CHECK(stopped == 0);
+}
+
 TEST_CASE("through a reported turn the arm model's causal acceleration lags the ramp, and its band takes part of it",
           "[sim][speed][override][arm]") {
     // With an arm model the detector matches the torque less the arm's, whose accelerations come
