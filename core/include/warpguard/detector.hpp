@@ -488,10 +488,11 @@ private:
     int turn_side_ = 0;
     // The speed the latest sample measured on its own (its ratio where it moved clearly, weight >=
     // 0.5, at a partner the angles confirm; 0 where it measured none: update_speed). A reported
-    // turn that comes while it is > 0 is followed by measurement (turn_measured_): the arm still
+    // turn that comes while it is > 0, or while the arm moves at all (moving_weight_: the latest
+    // sample's weight, >= kJumpWeight), is followed by measurement (turn_measured_): the arm still
     // runs at the old speed, and the controller's ramp from it shows in every moving sample's
     // ratio. turn_target_: the speed the turn leads to (the old estimate times the reports' ratio).
-    double measured_ratio_ = 0.0, turn_target_ = 0.0;
+    double measured_ratio_ = 0.0, turn_target_ = 0.0, moving_weight_ = 0.0;
     bool turn_measured_ = false;
     static constexpr double kTurnSecondsPer100 = 1.0, kTurnLead = 0.1, kOverrideMin = 0.05;
     // The reference's median sample spacing (s), and per joint the inputs of the search for the
