@@ -639,6 +639,7 @@ void Detector::reset() {
     turn_side_ = 0;
     turn_rates_.fill(0.0);
     turn_rates_fresh_ = true;
+    turn_rate_range_ = 0.0, turn_square_range_ = 0.0;
     measured_ratio_ = 0.0, turn_target_ = 0.0;
     turn_measured_ = false;
     if (streaming_) streaming_->reset();
@@ -837,6 +838,7 @@ void Detector::follow_reported_override(const Sample& sample) {
         turn_side_ = 0;
         turn_rates_.fill(0.0);
         turn_rates_fresh_ = true;
+        turn_rate_range_ = 0.0, turn_square_range_ = 0.0;
         // A turn whose end the arm did not show moving (it came to rest during the ramp, or crept
         // through it): the controller has reached the new speed by now. Also where the turn was
         // scaled at once: a creeping arm's ramp still reads the old speed for a run of samples,
@@ -887,11 +889,8 @@ void Detector::follow_reported_override(const Sample& sample) {
 
 double Detector::arm_lag_band(std::size_t joint) const {
     if (!arm_ || !reported_turn_open() || joint >= arm_turn_inertial_.size()) return 0.0;
-    const std::size_t span = arm_->arm().causal_samples;
-    const auto end = static_cast<std::ptrdiff_t>(span);
-    const auto [lo, hi] = std::minmax_element(turn_rates_.begin(), turn_rates_.begin() + end);
-    const auto [lo2, hi2] = std::minmax_element(turn_squares_.begin(), turn_squares_.begin() + end);
-    return arm_->kink_response() * ((*hi - *lo) * std::abs(arm_turn_inertial_[joint]) + (*hi2 - *lo2) * std::abs(arm_turn_path_inertial_[joint]));
+    return arm_->kink_response() * (turn_rate_range_ * std::abs(arm_turn_inertial_[joint]) +
+                                    turn_square_range_ * std::abs(arm_turn_path_inertial_[joint]));
 }
 
 double Detector::angles_speed_change() const {
@@ -1460,7 +1459,12 @@ Decision Detector::update(const Sample& sample) {
             if (turn_rates_fresh_) turn_squares_.fill(speed_ratio_ * speed_ratio_), turn_rates_fresh_ = false;
             turn_rates_[turn_rate_next_] = speed_change_rate_;
             turn_squares_[turn_rate_next_] = speed_ratio_ * speed_ratio_;
-            turn_rate_next_ = (turn_rate_next_ + 1) % (arm_ ? arm_->arm().causal_samples : 1);
+            const std::size_t span = arm_ ? arm_->arm().causal_samples : 1;
+            turn_rate_next_ = (turn_rate_next_ + 1) % span;
+            const auto end = static_cast<std::ptrdiff_t>(span);
+            const auto [lo, hi] = std::minmax_element(turn_rates_.begin(), turn_rates_.begin() + end);
+            const auto [lo2, hi2] = std::minmax_element(turn_squares_.begin(), turn_squares_.begin() + end);
+            turn_rate_range_ = *hi - *lo, turn_square_range_ = *hi2 - *lo2;
         }
         // Every joint is judged at the shared partner: the payload forces' difference once.
         const Eigen::Vector3d force_difference =

@@ -329,6 +329,7 @@ private:
     std::array<double, kMaxCausalSamples> turn_rates_{}, turn_squares_{};
     std::size_t turn_rate_next_ = 0;
     bool turn_rates_fresh_ = true;
+    double turn_rate_range_ = 0.0, turn_square_range_ = 0.0;  // the rings' ranges, once per sample
     // A rebuilt current sign (Profile::current_sign): the newest magnitudes signed.
     std::vector<double> signed_sample_;
     // With a rebuilt current sign: whether the newest sample of `joint`, read with the other sign,
