@@ -3,7 +3,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -11,11 +13,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "identification_procedure.hpp"
 #include "robot_cell.hpp"
 #include "warpguard/calibration.hpp"
 #include "warpguard/detector.hpp"
 #include "warpguard/dynamics.hpp"
 #include "warpguard/evaluation.hpp"
+#include "warpguard/identification.hpp"
 #include "warpguard/lever_length.hpp"
 #include "warpguard/profile.hpp"
 #include "warpguard/recording_csv.hpp"
@@ -2046,6 +2050,63 @@ TEST_CASE("off the recorded speed the partner follows a screwing through its hol
     INFO("collisions at 70 %: " << hits.truth->detected << " of " << hits.truth->collisions.size() << " detected");
     CHECK(hits.truth->collisions.size() == 10);
     CHECK(hits.truth->detected >= 9);
+}
+
+TEST_CASE("off the recorded speed the partner follows the wrist's creep inside a screwing's hold too", "[sim][speed][override]") {
+    // The screwdriver's torque makes the LR Mate-like's joint 6 give way faster than the rest
+    // velocity for 70 samples in the middle of its hold (up to 0.033 rad/s in the reference):
+    // those samples count as moving. Off the recorded speed the hold's angles are measured from its
+    // range only for standing candidates, so until 2026-12-06 the partner was held back in the
+    // creep by an angle the slower press had not reached (the wrist gives way less at 70 %) while
+    // the current ramped on, and joint 6's deviation rose (held-out check with turns reported: 14
+    // of its 24 false stop events). Since then the creep between a hold's standing samples counts
+    // as standing; only a move's tails at the hold's edges do not. The profile is calibrated on 100
+    // cycles as the held-out check's is: its thresholds are what make the lag count.
+    const std::string held_out = std::string(WARPGUARD_ROBOTS_DIR) + "/../held-out";
+    const RobotDescription robot = load_robot_description(held_out + "/lrmate-like.json");
+    const sim::Task task = sim::load_task(held_out + "/lrmate-like-screwing.json", 6);
+    const Recording reference = record_cell(robot, task, 7, 7001, 1.0, 0);
+    const Recording calibration = record_cell(robot, task, 100, 7002, 1.0, 0);
+    // The kinematics as the held-out check identifies them (the procedure's points with 0.05 mm of
+    // noise): the speed model from the true ones explains the screwing closely enough that the
+    // partner was not held back, from these it was.
+    sim::IdentificationProcedure procedure;
+    procedure.noise = 0.05e-3;
+    procedure.seed = 7020;
+    CalibrationOptions options;
+    options.dynamics_model = identify_dh(sim::run_identification_procedure(robot, procedure)).model;
+    const NamedRecording nominal{"calibration", &calibration};
+    const Profile profile = calibrate({"reference", &reference}, std::span<const NamedRecording>(&nominal, 1), options);
+    const Recording run = record_cell(robot, task, 10, 95, 1.0, 0, {{1.0, 0.7}});
+    // Per screwing, joint 6's largest ratio (the rule's deviation over its threshold) while the arm
+    // stands at a hole (joint 1 at one of the task's three holes and joint 5 at 1.15 rad, both
+    // within 2 mrad), from the second cycle on.
+    Detector detector(profile);
+    std::map<std::int64_t, double> screw_ratio;
+    std::vector<double> tau(run.joints()), q(run.joints());
+    std::size_t stops = 0;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        const Sample s = run.sample(i, tau, q);
+        stops += detector.update(s).stop();
+        const bool at_hole = std::abs(s.q[4] - 1.15) < 2e-3 &&
+                             (std::abs(s.q[0] + 0.3) < 2e-3 || std::abs(s.q[0] + 0.1) < 2e-3 || std::abs(s.q[0] - 0.1) < 2e-3);
+        if (s.t > 2.0 && at_hole && !detector.warming_up()) {
+            double& r = screw_ratio[s.cycle];
+            r = std::max(r, detector.evaluations()[5].ratio);
+        }
+    }
+    double mean = 0.0;
+    std::size_t near = 0;
+    std::ostringstream each;
+    for (const auto& [cycle, r] : screw_ratio) mean += r / static_cast<double>(screw_ratio.size()), near += r > 0.5, each << " " << r;
+    INFO("per screwing:" << each.str());
+    INFO(screw_ratio.size() << " screwings: joint 6's largest ratio " << mean << " on average, over 0.5 in " << near << "; "
+                            << stops << " STOP decisions in the run");
+    // Measured: before 0.63 on average, over 0.5 in 5 of 10 (1.70 at the fourth); after 0.31, 1
+    // (0.69, the first, in the turn's own ramp).
+    CHECK(screw_ratio.size() >= 8);
+    CHECK(mean < 0.45);
+    CHECK(near <= 2);
 }
 
 TEST_CASE("the limits the dashboard draws are where the ratio rule calls a sample over, bands and all", "[sim][speed][dashboard]") {

@@ -551,10 +551,14 @@ private:
     // The reference's holds: stretches where every joint moves slower than kHoldCreep of its own
     // fastest speed in the reference (or than kMovingVelocity, if that is more) — the robot holds
     // its pose and a joint creeps only as its servo gives way to a force, a screwdriver's torque, a
-    // press. Per reference sample the hold it lies in (0: none), and per joint the least and
-    // largest angle the reference reads over that hold where it stands (no joint over
-    // kMovingVelocity: a hold's edges take in the first and last samples of the moves around it,
-    // and those must keep telling where the move is). How far a joint gives way depends on the
+    // press. Per reference sample the hold it lies in (0: none), whether it stands there
+    // (hold_standing_), and per joint the least and largest angle the reference reads over the
+    // hold's standing samples. A hold's edges take in the first and last samples of the moves
+    // around it (some joint over kMovingVelocity), and those must keep telling where the move is:
+    // they do not stand. A joint creeping over kMovingVelocity between standing samples gives way
+    // to the force, and those samples stand (since 2026-12-06: the LR Mate-like's joint 6 creeps
+    // at up to 0.033 rad/s for 70 samples in the middle of its screwing's hold, and there the
+    // partner was held back as below). How far a joint gives way depends on the
     // pace of the force against the servo's integral action, so off the recorded speed (a turned
     // override that slows the press too) the angle within a hold does not tell its moments apart;
     // the partner's score then measures a joint's angle from the hold's range for standing
@@ -566,6 +570,7 @@ private:
     // last 6 % of time, over 0.2 % of its distance.
     static constexpr double kHoldCreep = 0.05;
     std::vector<std::size_t> hold_;
+    std::vector<std::uint8_t> hold_standing_;  // in a hold and not a move's tail at its edges
     std::vector<std::pair<double, double>> hold_range_;  // hold h's, joint j's at (h - 1) * joints + j
     // The robot's cycle counter (Sample::cycle) with the reference's cycle begins
     // (Reference::cycle_begins): for the first m samples after the counter changed, the program
