@@ -2080,7 +2080,7 @@ TEST_CASE("off the recorded speed the partner follows the wrist's creep inside a
     const Recording run = record_cell(robot, task, 10, 95, 1.0, 0, {{1.0, 0.7}});
     // Per screwing, joint 6's largest ratio (the rule's deviation over its threshold) while the arm
     // stands at a hole (joint 1 at one of the task's three holes and joint 5 at 1.15 rad, both
-    // within 2 mrad), from the second cycle on.
+    // within 2 mrad), after the run's first 2 s (the turn and its ramp).
     Detector detector(profile);
     std::map<std::int64_t, double> screw_ratio;
     std::vector<double> tau(run.joints()), q(run.joints());
