@@ -6,8 +6,8 @@
 #   WARPGUARD_KA_ONLY=1 bash scripts/benchmark-suite.sh --reuse   (only the KA-mDTW part, run_ka below)
 #   WARPGUARD_SKIP_KA=1 bash scripts/benchmark-suite.sh --reuse   (all but the KA-mDTW part; the report
 #     then takes that part from the files an earlier run left)
-#   WARPGUARD_ENVELOPE_ONLY=1 bash scripts/benchmark-suite.sh --reuse   (only the envelope method's limits and
-#     evaluations, run_envelope below, about a minute; the report takes the rest from an earlier run's files)
+#   WARPGUARD_REFERENCES_ONLY=1 bash scripts/benchmark-suite.sh --reuse   (only the reference methods' limits
+#     and evaluations, run_references below, about a minute; the report takes the rest from an earlier run's files)
 #
 # --reuse keeps recordings already in OUT_DIR (same seeds, same files) and only calibrates and
 # evaluates again. Both detectors are calibrated on the same recordings and evaluated on the same
@@ -19,8 +19,8 @@
 # direction), and variants: speed override 70 % (nominal + collisions), friction drift +30 %
 # (nominal + collisions), double payload (nominal + collisions), the override turned every 12 s
 # between 70 and 100 % (nominal + collisions), and an assembly task with snap-fit
-# and screwing (own reference and calibration; also at 70 % override). The envelope method of thesis 3.1 on the same
-# runs, for comparison. Then scripts/delay-bound-check.sh: the ideal detector
+# and screwing (own reference and calibration; also at 70 % override). Two reference methods on the same runs, for
+# comparison: the envelope method of thesis 3.1 and the model-based residual. Then scripts/delay-bound-check.sh: the ideal detector
 # that the report puts beside each missed target. Seeds are fixed: the same command gives the same
 # numbers.
 set -euo pipefail
@@ -93,21 +93,29 @@ run_robot() {
   done
 }
 
-# The envelope method of thesis 3.1 (the controller-side check, `warpguard envelope`) on the same
-# runs, for comparison: its limits from the same calibration cycles the detectors are calibrated on
-# (all of them: the method takes one representative cycle and widens it by the shift and tolerance
-# the others need), the contact task's from its own.
-run_envelope() {
+# Two reference methods on the same runs, for comparison, their limits from the same calibration
+# cycles the detectors are calibrated on (the contact task's from its own):
+# - the envelope method of thesis 3.1 (the controller-side check, `warpguard envelope`), from all of
+#   them (it takes one representative cycle and widens it by the shift and tolerance the others need);
+# - the model-based residual (`warpguard residual`): the signal less the default profile's own arm
+#   and payload models, against a static band per joint (core/include/warpguard/model_residual.hpp).
+run_references() {
   local robot=$1
-  local dir="$out/$robot"
-  "$wg" envelope "$dir/calibration.csv" --out "$dir/envelope.json" > "$dir/envelope.txt"
-  "$wg" envelope "$dir/assembly-calibration.csv" --out "$dir/assembly-envelope.json" > "$dir/assembly-envelope.txt"
-  for variant in nominal collisions override70-nominal override70-collisions drift30-nominal drift30-collisions \
-                 payload2x-nominal payload2x-collisions turns-nominal turns-collisions; do
-    "$wg" evaluate --envelope "$dir/envelope.json" "$dir/$variant.csv" --out "$dir/$variant.envelope.evaluation.json"
+  local dir="$out/$robot" task
+  for task in "" assembly-; do
+    "$wg" envelope "$dir/${task}calibration.csv" --out "$dir/${task}envelope.json" > "$dir/${task}envelope.txt"
+    "$wg" residual "$dir/${task}calibration.csv" --profile "$dir/${task}profile-phase.json" --out "$dir/${task}residual.json" \
+      > "$dir/${task}residual.txt"
   done
-  for variant in assembly-nominal assembly-collisions assembly-override70-nominal assembly-override70-collisions; do
-    "$wg" evaluate --envelope "$dir/assembly-envelope.json" "$dir/$variant.csv" --out "$dir/$variant.envelope.evaluation.json"
+  local variant limits
+  for variant in nominal collisions override70-nominal override70-collisions drift30-nominal drift30-collisions \
+                 payload2x-nominal payload2x-collisions turns-nominal turns-collisions assembly-nominal assembly-collisions \
+                 assembly-override70-nominal assembly-override70-collisions; do
+    task=""
+    [ "${variant#assembly-}" != "$variant" ] && task=assembly-
+    for limits in envelope residual; do
+      "$wg" evaluate --$limits "$dir/$task$limits.json" "$dir/$variant.csv" --out "$dir/$variant.$limits.evaluation.json"
+    done
   done
 }
 
@@ -165,8 +173,8 @@ run_ka() {
   done
 }
 
-if [ "${WARPGUARD_ENVELOPE_ONLY:-0}" = 1 ]; then
-  for robot in ur5e-like irb120-like vp6242-like; do run_envelope $robot > "$out/$robot-envelope.log" 2>&1; done
+if [ "${WARPGUARD_REFERENCES_ONLY:-0}" = 1 ]; then
+  for robot in ur5e-like irb120-like vp6242-like; do run_references $robot > "$out/$robot-references.log" 2>&1; done
   /usr/bin/python3 tools/benchmark_report.py "$out" docs/benchmarks.md docs/benchmarks
   echo "wrote docs/benchmarks.md"
   exit 0
@@ -185,7 +193,7 @@ run_robot ur5e-like 1000 > "$out/ur5e-like.log" 2>&1 &
 run_robot irb120-like 2000 > "$out/irb120-like.log" 2>&1 &
 wait
 run_robot vp6242-like 3000 > "$out/vp6242-like.log" 2>&1
-for robot in ur5e-like irb120-like vp6242-like; do run_envelope $robot > "$out/$robot-envelope.log" 2>&1; done
+for robot in ur5e-like irb120-like vp6242-like; do run_references $robot > "$out/$robot-references.log" 2>&1; done
 # The ideal detector beside each missed target (about 3 minutes): each collision run recorded again
 # without its contacts. The twins are kept with --reuse, like the recordings, and made again without.
 [ "$reuse" = 1 ] || rm -f "$out"/*/*.twin.csv

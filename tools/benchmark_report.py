@@ -106,39 +106,54 @@ def matching_table(suite, part, label, unit, signal="", rows_too=True):
     return out
 
 
-def envelope_section(suite):
-    """Thesis 3.1's envelope method on the same runs as the default (scripts/benchmark-suite.sh, run_envelope)."""
-    if not all(os.path.exists(f"{suite}/{r}/turns-collisions.envelope.evaluation.json") for r in ROBOTS):
+def references_section(suite):
+    """Two reference methods on the same runs as the default (scripts/benchmark-suite.sh, run_references):
+    thesis 3.1's envelope method and the model-based residual."""
+    if not all(os.path.exists(f"{suite}/{r}/assembly-override70-collisions.{m}.evaluation.json")
+               for r in ROBOTS for m in ("envelope", "residual")):
         return []
     shapes = []
     for robot in ROBOTS:
         for limits, task in (("envelope", "pick-and-place"), ("assembly-envelope", "contact task")):
             e = load(f"{suite}/{robot}/{limits}.json")
             shapes.append(f"{robot} {task} N = {e['period']}, s = {e['shift']}")
-    out = ["## The envelope method (thesis §3.1) on the same runs", "",
-           "The controller-side check of thesis §3.1 (`warpguard envelope`, docs/algorithms.md; what",
-           "`warpguard export-envelope` writes for a controller with no PC attached), its limits derived from the",
-           "same calibration cycles the detectors are calibrated on, evaluated on the same runs (`warpguard",
-           "evaluate --envelope`), beside the default. The method indexes one representative cycle of N samples by",
-           "the samples since the cycle began and widens it by the shift s that aligns the other cycles to it: on",
-           "these tasks, whose cycles place the part at changing places (the contact task: snap-fits at changing",
-           "poses), s comes to nearly half the cycle or more (" + "; ".join(shapes) + "),",
-           "so the envelope spans most of what a joint does anywhere in its cycle. Each cell: envelope · **default**.",
-           "Regenerate: `WARPGUARD_ENVELOPE_ONLY=1 bash scripts/benchmark-suite.sh --reuse` (after the suite).", "",
+    r = load(f"{suite}/{ROBOTS[0]}/residual.json")
+    out = ["## Two reference methods on the same runs", "",
+           "Both derive their limits from the same calibration cycles the detectors are calibrated on and run",
+           "over the same recordings (`warpguard evaluate --envelope` / `--residual`):", "",
+           "- **The envelope method** of thesis §3.1, the controller-side check (`warpguard envelope`,",
+           "  docs/algorithms.md; what `warpguard export-envelope` writes for a controller with no PC attached). It",
+           "  indexes one representative cycle of N samples by the samples since the cycle began and widens it by",
+           "  the shift s that aligns the other cycles to it: on these tasks, whose cycles place the part at",
+           "  changing places (the contact task: snap-fits at changing poses), s comes to nearly half the cycle or",
+           "  more (" + "; ".join(shapes) + "),",
+           "  so the envelope spans most of what a joint does anywhere in its cycle.",
+           "- **The model-based residual** (`warpguard residual`, core/include/warpguard/model_residual.hpp): the",
+           "  signal less what the default profile's own arm model expects (velocities and accelerations from past",
+           "  samples only, as in operation) and less the declared payload's torque, against one static band per",
+           "  joint: the calibration cycles' least and largest residual widened by "
+           f"{100 * r['widening']:g} % of the band's half-width on",
+           f"  each side, STOP after {r['persistence']} samples outside in a row (the literature's collision-free max/min",
+           "  widened by 5–10 %, and a 2-sample persistence; research/model-based-methods.md). No matching: the",
+           "  band is the same at every moment of the cycle. It needs a signed torque and an arm model, which the",
+           "  suite's arms have.", "",
+           "Each cell: envelope · residual · **default**. Regenerate: `WARPGUARD_REFERENCES_ONLY=1 bash",
+           "scripts/benchmark-suite.sh --reuse` (after the suite).", "",
            "| robot | variant | false stops / 1,000 cycles | detected ≥ 50 N | detected, all | delay median / p95 |",
            "|---|---|---:|---:|---:|---:|"]
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
-            res = {}
-            for suffix in (".envelope", ".phase"):
+            cells = []
+            for suffix in (".envelope", ".residual", ".phase"):
                 nom, comb = variant(suite, robot, nominal, collisions, suffix)
                 big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
-                res[suffix] = (per_thousand(nom), (sum(b["detected"] for b in big), sum(b["collisions"] for b in big)),
-                               (comb["detected"], comb["collisions"]), (comb["delay_median"], comb["delay_p95"]))
-            e, d = res[".envelope"], res[".phase"]
-            out.append(f"| {robot} | {label} | {e[0]:.0f} · **{d[0]:.1f}** | {pct(*e[1])} ({e[1][0]}/{e[1][1]}) · "
-                       f"**{pct(*d[1])}** | {pct(*e[2])} · **{pct(*d[2])}** | "
-                       f"{ms(e[3][0])} / {ms(e[3][1])} · **{ms(d[3][0])} / {ms(d[3][1])}** |")
+                bd, bc = sum(b["detected"] for b in big), sum(b["collisions"] for b in big)
+                cells.append((f"{per_thousand(nom):.1f}" if suffix == ".phase" else f"{per_thousand(nom):.0f}",
+                              f"{pct(bd, bc)}" + ("" if suffix != ".phase" else f" ({bd}/{bc})"),
+                              pct(comb["detected"], comb["collisions"]),
+                              f"{ms(comb['delay_median'])} / {ms(comb['delay_p95'])}"))
+            joined = [" · ".join(c[k] for c in cells[:2]) + f" · **{cells[2][k]}**" for k in range(4)]
+            out.append(f"| {robot} | {label} | {' | '.join(joined)} |")
     out.append("")
     return out
 
@@ -309,7 +324,7 @@ def main():
                   f"{pooled('bound')[1]} contacts,",
                   f"median delay {ms(pooled('bound')[2])}; the default {pooled('warpguard')[0]}, "
                   f"{ms(pooled('warpguard')[2])}.", ""]
-    lines += envelope_section(suite)
+    lines += references_section(suite)
     lines += ka_section(suite)
     lines += ["The tables below are the published detector's, kept as the baseline.", ""]
 

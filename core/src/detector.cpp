@@ -21,6 +21,7 @@ std::string to_string(Rule rule) {
         case Rule::NeighbourDifference: return "neighbour-difference";
         case Rule::Fault: return "fault";
         case Rule::Accumulated: return "accumulated";
+        case Rule::ResidualLimit: return "residual-limit";
     }
     return "?";
 }

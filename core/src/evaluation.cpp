@@ -148,7 +148,7 @@ RunEvaluation evaluate_decisions(const std::string& name, const Recording& rec, 
     run.clean_cycles = combined.clean_cycles;
     run.clean_cycles_flagged = combined.clean_cycles_flagged;
     run.truth = combined.truth;
-    const std::uint8_t rule1 = bit(Rule::AbsoluteDifference) | bit(Rule::EnvelopeLimit);
+    const std::uint8_t rule1 = bit(Rule::AbsoluteDifference) | bit(Rule::EnvelopeLimit) | bit(Rule::ResidualLimit);
     const std::uint8_t rule2 = bit(Rule::Eigenvalue) | bit(Rule::NeighbourDifference) | bit(Rule::Accumulated);
     run.by_rule.push_back(rule_summary("rule 1", count(rec, decisions, window, [&](const Decision& d) { return (d.fired & rule1) != 0; })));
     run.by_rule.push_back(rule_summary("rule 2", count(rec, decisions, window, [&](const Decision& d) { return (d.fired & rule2) != 0; })));

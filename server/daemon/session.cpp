@@ -90,6 +90,7 @@ const char* rule_name(Rule r) {
         case Rule::NeighbourDifference: return "envelope step";
         case Rule::Fault: return "fault (sample cannot be judged)";
         case Rule::Accumulated: return "accumulated deviation (CUSUM)";
+        case Rule::ResidualLimit: return "model residual limit";
         case Rule::None: break;
     }
     return "none";
@@ -103,6 +104,7 @@ const char* rule_key(Rule r) {
         case Rule::NeighbourDifference: return "envelope_step";
         case Rule::Fault: return "fault";
         case Rule::Accumulated: return "accumulated";
+        case Rule::ResidualLimit: return "residual";
         case Rule::None: break;
     }
     return "";

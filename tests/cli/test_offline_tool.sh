@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The offline tool as a user runs it: generate recordings, calibrate, evaluate, match, envelope,
+# The offline tool as a user runs it: generate recordings, calibrate, evaluate, match, envelope, residual,
 # and the error paths (one-line message, non-zero exit). Usage: test_offline_tool.sh WARPGUARD PLANAR_ARM WORKDIR
 set -u
 wg=$1; arm=$2; work=$3
@@ -102,6 +102,11 @@ check "--window 1 is refused" grep -q -- "--window 1: mDTW needs a window of >= 
 check "envelope exits 0" test $? -eq 0
 "$wg" evaluate --envelope limits.json nom.csv --out env_result.json > /dev/null 2>&1
 check "evaluate with envelope limits exits 0" test $? -eq 0
+# The model-based residual needs a profile with an arm model (a signed torque calibrated with --model).
+"$wg" residual nom.csv --profile profile.json --out residual.json > residual.txt 2>&1
+check "residual without an arm model is refused, naming the profile" grep -q "profile.json: has no arm model" residual.txt
+"$wg" evaluate --profile profile.json --envelope limits.json nom.csv --out x.json > two.txt 2>&1
+check "evaluate refuses a profile and limits together" grep -q "give exactly one of --profile PROFILE.json, --envelope" two.txt
 
 # Error paths: a malformed CSV gives one line with file:line:column and a non-zero exit.
 { head -7 nom.csv; echo "0.5,1,1,0,1.0,oops,1.0,0,0,0,0,0,0"; } > bad.csv

@@ -12,6 +12,7 @@
 #include "test_data.hpp"
 #include "warpguard/detector.hpp"
 #include "warpguard/envelope.hpp"
+#include "warpguard/model_residual.hpp"
 #include "warpguard/streaming_mdtw.hpp"
 #include "robot_server.hpp"
 #include "session.hpp"
@@ -169,6 +170,33 @@ TEST_CASE("EnvelopeChecker::update does not allocate", "[envelope][realtime]") {
     for (std::size_t i = 0; i < rec.size(); ++i) checker.update(rec.sample(i, tau, q));
     CHECK(g_allocations.load() - before == 0);
     CHECK(checker.armed());
+}
+
+TEST_CASE("ResidualChecker::update does not allocate, with a declared payload too", "[residual][realtime]") {
+    Recording rec = test::nominal_recording();
+    rec.payload.assign(rec.size(), 0.0);
+    const Recording* runs[] = {&test::long_nominal_recording()};
+    const ArmDynamics arm = fit_arm_dynamics(planar_arm::default_arm().dh_model(), runs, Eigen::Vector3d(0, -9.81, 0));
+    PayloadModel payload;
+    payload.model = planar_arm::default_arm().dh_model();
+    payload.gravity = Eigen::Vector3d(0, -9.81, 0);
+    payload.signal_per_nm.assign(rec.joints(), 1.0);
+    const ResidualLimits limits = derive_residual_limits(arm, payload, rec, "nominal.csv");
+    ResidualChecker checker(limits), empty(limits);  // the second is told no part is carried
+    std::vector<double> tau(rec.joints()), q(rec.joints());
+    const std::size_t before = g_allocations.load();
+    double taken_off = 0.0;  // what the payload's path took off on the samples that declare a part
+    for (std::size_t i = 0; i < rec.size(); ++i) {
+        Sample s = rec.sample(i, tau, q);
+        s.payload = 0.0;
+        empty.update(s);
+        s.payload = i % 2 == 0 ? 0.0 : 1.0;  // the payload's path on every other sample
+        checker.update(s);
+        taken_off += std::abs(checker.residual()[1] - empty.residual()[1]);
+    }
+    checker.reset();
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(taken_off > 0.0);
 }
 
 TEST_CASE("the daemon's per-sample path (RobotSession::on_sample) does not allocate", "[daemon][realtime]") {

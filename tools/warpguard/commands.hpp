@@ -22,6 +22,7 @@ void register_calibrate(CLI::App& app);
 void register_evaluate(CLI::App& app);
 void register_match(CLI::App& app);
 void register_envelope(CLI::App& app);
+void register_residual(CLI::App& app);
 void register_ctl(CLI::App& app);
 void register_script(CLI::App& app);
 void register_export_envelope(CLI::App& app);

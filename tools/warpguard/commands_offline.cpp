@@ -1,4 +1,4 @@
-// Offline subcommands: calibrate, evaluate, match, envelope.
+// Offline subcommands: calibrate, evaluate, match, envelope, residual.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +21,7 @@
 #include "warpguard/json_file.hpp"
 #include "warpguard/lever_length.hpp"
 #include "warpguard/mdtw.hpp"
+#include "warpguard/model_residual.hpp"
 #include "warpguard/number_list.hpp"
 #include "warpguard/recording_csv.hpp"
 
@@ -256,16 +257,18 @@ void run_calibrate(const CalibrateArgs& a) {
 struct EvaluateArgs {
     std::string profile;
     std::string envelope;
+    std::string residual;
     std::vector<std::string> runs;
     std::string out;
 };
 
 void run_evaluate(const EvaluateArgs& a) {
-    if (a.profile.empty() == a.envelope.empty()) {
-        throw std::invalid_argument("give exactly one of --profile PROFILE.json or --envelope LIMITS.json");
+    if (!a.profile.empty() + !a.envelope.empty() + !a.residual.empty() != 1) {
+        throw std::invalid_argument("give exactly one of --profile PROFILE.json, --envelope LIMITS.json or --residual LIMITS.json");
     }
     std::unique_ptr<Detector> detector;
     std::unique_ptr<EnvelopeChecker> checker;
+    std::unique_ptr<ResidualChecker> residual;
     std::optional<Profile> profile;
     std::size_t joints = 0;
     std::size_t window = 1;
@@ -274,11 +277,16 @@ void run_evaluate(const EvaluateArgs& a) {
         detector = std::make_unique<Detector>(*profile);
         joints = detector->joints();
         window = detector->window_length();
-    } else {
+    } else if (!a.envelope.empty()) {
         checker = std::make_unique<EnvelopeChecker>(
             load_json_file(a.envelope, "envelope limits", [](const nlohmann::json& j) { return envelope_from_json(j); }));
         joints = checker->limits().joints.size();
+    } else {
+        residual = std::make_unique<ResidualChecker>(
+            load_json_file(a.residual, "residual limits", [](const nlohmann::json& j) { return residual_limits_from_json(j); }));
+        joints = residual->limits().joints.size();
     }
+    const char* kind = detector ? "profile" : checker ? "envelope" : "residual limits";
 
     nlohmann::json runs = nlohmann::json::array();
     std::vector<RuleSummary> by_rule(3);
@@ -288,7 +296,7 @@ void run_evaluate(const EvaluateArgs& a) {
         const Recording rec = read_recording(path);
         if (rec.joints() != joints) {
             throw std::invalid_argument(fmt::format("{}: has {} joints; the {} has {}", path, rec.joints(),
-                                                    detector ? "profile" : "envelope", joints));
+                                                    kind, joints));
         }
         if (detector && (rec.info().unit != detector->profile().unit || rec.info().signal != detector->profile().signal)) {
             throw std::invalid_argument(fmt::format("{}: signal {} in {}; the profile expects {} in {}", path,
@@ -307,12 +315,14 @@ void run_evaluate(const EvaluateArgs& a) {
         // one left the planar arm's nominal run with 100 false stops instead of 0).
         if (detector) detector = std::make_unique<Detector>(*profile);
         if (checker) checker->reset();
+        if (residual) residual->reset();
         // As in operation: rows the robot sent while held are not judged, and it starts afresh after.
         const std::vector<Decision> decisions = decide_as_in_operation(
-            rec, [&](const Sample& s) { return detector ? detector->update(s) : checker->update(s); },
+            rec, [&](const Sample& s) { return detector ? detector->update(s) : checker ? checker->update(s) : residual->update(s); },
             [&] {
                 if (detector) detector->reset();
                 if (checker) checker->reset();
+                if (residual) residual->reset();
             });
         const RunEvaluation run = evaluate_decisions(path, rec, decisions, window);
         runs.push_back(to_json(run));
@@ -344,8 +354,8 @@ void run_evaluate(const EvaluateArgs& a) {
     for (const auto& r : by_rule) rules.push_back(to_json(r));
     nlohmann::json doc = {{"format", "warpguard-evaluation"},
                           {"version", 1},
-                          {"detector", detector ? to_string(detector->profile().method) : "envelope"},
-                          {"profile", detector ? a.profile : a.envelope},
+                          {"detector", detector ? to_string(detector->profile().method) : checker ? "envelope" : "model-residual"},
+                          {"profile", detector ? a.profile : checker ? a.envelope : a.residual},
                           {"runs", runs},
                           {"totals",
                            {{"runs", a.runs.size()},
@@ -530,6 +540,35 @@ void run_envelope(const EnvelopeArgs& a) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+struct ResidualArgs {
+    std::string recording;
+    std::string profile;
+    double widening = 0.1;
+    std::size_t persistence = 2;
+    std::string out;
+};
+
+void run_residual(const ResidualArgs& a) {
+    const Profile profile = load_profile(a.profile);
+    if (!profile.arm) {
+        throw std::invalid_argument(fmt::format("{}: has no arm model (calibrate the phase-aware detector with --model on a signed "
+                                                "torque, or with --arm)",
+                                                a.profile));
+    }
+    const Recording rec = read_recording(a.recording);
+    const ResidualLimits lim = derive_residual_limits(*profile.arm, profile.payload, rec, a.recording, a.widening, a.persistence);
+    write_json(to_json(lim), a.out);
+    std::printf("residual limits %s: the arm model%s of %s over %zu samples of %s, widened by %g %%, %zu samples in a row\n",
+                a.out.c_str(), lim.payload ? " and payload model" : "", a.profile.c_str(), lim.samples, a.recording.c_str(),
+                100.0 * lim.widening, lim.persistence);
+    std::printf("%-6s %14s %14s %14s %14s\n", "joint", "least", "largest", "lower", "upper");
+    for (std::size_t j = 0; j < lim.joints.size(); ++j) {
+        const auto& b = lim.joints[j];
+        std::printf("%-6zu %14.6g %14.6g %14.6g %14.6g\n", j + 1, b.least, b.largest, b.lower, b.upper);
+    }
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
@@ -579,9 +618,11 @@ void register_calibrate(CLI::App& app) {
 
 void register_evaluate(CLI::App& app) {
     auto args = std::make_shared<EvaluateArgs>();
-    auto* cmd = app.add_subcommand("evaluate", "Run a profile (or envelope limits) over recordings and report stop events");
+    auto* cmd = app.add_subcommand("evaluate", "Run a profile (or envelope or residual limits) over recordings and report stop events");
     cmd->add_option("--profile", args->profile, "Profile JSON from 'warpguard calibrate'")->check(CLI::ExistingFile);
     cmd->add_option("--envelope", args->envelope, "Envelope limits JSON from 'warpguard envelope'")->check(CLI::ExistingFile);
+    cmd->add_option("--residual", args->residual, "Residual limits JSON from 'warpguard residual' (the model-based reference method)")
+        ->check(CLI::ExistingFile);
     cmd->add_option("runs", args->runs, "Recordings to evaluate")->required()->expected(1, -1)->check(CLI::ExistingFile);
     cmd->add_option("--out", args->out, "Result JSON to write")->required();
     cmd->callback([args] { run_evaluate(*args); });
@@ -614,6 +655,21 @@ void register_envelope(CLI::App& app) {
     cmd->add_flag("--round-up", args->round_up, "Round tolerance and step limit up to the next integer");
     cmd->add_option("--out", args->out, "Limits JSON to write")->required();
     cmd->callback([args] { run_envelope(*args); });
+}
+
+void register_residual(CLI::App& app) {
+    auto args = std::make_shared<ResidualArgs>();
+    auto* cmd = app.add_subcommand("residual", "Derive the model-based residual's static band (a reference method) from a collision-free recording");
+    cmd->add_option("recording", args->recording, "Collision-free recording of the task (e.g. the calibration cycles)")->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--profile", args->profile, "Profile whose arm model (and payload model) the residual uses")->required()
+        ->check(CLI::ExistingFile);
+    cmd->add_option("--widening", args->widening, "Share of the band's half-width added on each side")->capture_default_str()
+        ->check(CLI::Range(0.0, 10.0));
+    cmd->add_option("--persistence", args->persistence, "Samples outside the band in a row before STOP")->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("--out", args->out, "Limits JSON to write")->required();
+    cmd->callback([args] { run_residual(*args); });
 }
 
 }  // namespace warpguard::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
     warpguard::cli::register_evaluate(app);
     warpguard::cli::register_match(app);
     warpguard::cli::register_envelope(app);
+    warpguard::cli::register_residual(app);
     warpguard::cli::register_export_envelope(app);
     warpguard::cli::register_script(app);
     warpguard::cli::register_ctl(app);

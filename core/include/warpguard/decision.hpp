@@ -17,6 +17,7 @@ enum class Rule : std::uint8_t {
     NeighbourDifference,  // envelope rule 2, thesis §3.1.2
     Fault,                // the sample could not be judged (wrong size, not finite): fail-safe stop
     Accumulated,          // phase-aware detector: CUSUM of the deviation ratio (slow pushes)
+    ResidualLimit,        // the model-based residual's static band (model_residual.hpp, a reference method)
 };
 
 std::string to_string(Rule rule);
