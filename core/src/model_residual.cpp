@@ -60,7 +60,6 @@ ResidualChecker::ResidualChecker(ResidualLimits limits)
 void ResidualChecker::reset() {
     filter_.reset();
     std::fill(outside_.begin(), outside_.end(), 0);
-    seen_ = 0;
 }
 
 bool ResidualChecker::compute(const Sample& sample) {
@@ -80,8 +79,7 @@ bool ResidualChecker::compute(const Sample& sample) {
         const Eigen::Vector3d force = sample.payload * (accel - pm.gravity);
         for (std::size_t j = 0; j < n; ++j) residual_[j] -= pm.signal_per_nm[j] * columns_[j].dot(force);
     }
-    if (seen_ < limits_.arm.causal_samples) ++seen_;
-    return seen_ >= limits_.arm.causal_samples;
+    return filter_.samples() >= limits_.arm.causal_samples;
 }
 
 Decision ResidualChecker::update(const Sample& sample) {
@@ -95,7 +93,10 @@ Decision ResidualChecker::update(const Sample& sample) {
         if (!std::isfinite(sample.tau[j])) return fault(j + 1, sample.tau[j], 0.0);
         if (!std::isfinite(sample.q[j])) return fault(j + 1, sample.q[j], 0.0);
     }
-    if (!compute(sample)) return decision;
+    if (!compute(sample)) {
+        std::fill(outside_.begin(), outside_.end(), 0);  // a gap breaks a run of samples outside
+        return decision;
+    }
     double worst = 0.0;
     for (std::size_t j = 0; j < n; ++j) {
         const ResidualBand& band = limits_.joints[j];

@@ -119,6 +119,33 @@ TEST_CASE("the residual stops after its persistence outside the band, not on one
     CHECK(eager_stops[0] == at);
 }
 
+TEST_CASE("after a gap in time the residual waits for the estimator's span before it judges again", "[residual]") {
+    const ResidualLimits lim = derive_residual_limits(planar_arm_model(), std::nullopt, test::long_nominal_recording(),
+                                                      "nominal14.csv", 0.1, 2);
+    // Another nominal run whose robot clock jumps 1 s ahead halfway (samples lost on the way).
+    Recording run = test::nominal_recording();
+    const std::size_t at = run.size() / 2;
+    for (std::size_t i = at; i < run.size(); ++i) run.t[i] += 1.0;
+    ResidualChecker checker(lim);
+    std::vector<double> tau(run.joints()), q(run.joints());
+    std::size_t unjudged_after_gap = 0, stops_after_gap = 0;
+    for (std::size_t i = 0; i < run.size(); ++i) {
+        const Sample s = run.sample(i, tau, q);
+        if (i < at) {
+            checker.update(s);
+            continue;
+        }
+        ResidualChecker probe = checker;  // a copy tells whether update() judges this sample
+        const bool judged = probe.compute(s);
+        unjudged_after_gap += !judged && i < at + 20;
+        stops_after_gap += checker.update(s).stop();
+    }
+    // The estimator restarts at the gap: the gap's sample and the next causal_samples - 2 are not
+    // judged (the estimate there would assume the moving arm at rest), and nothing stops.
+    CHECK(unjudged_after_gap == planar_arm_model().causal_samples - 1);
+    CHECK(stops_after_gap == 0);
+}
+
 TEST_CASE("the residual finds the planar arm's collisions in the samples they act", "[residual]") {
     const ResidualLimits lim = derive_residual_limits(planar_arm_model(), std::nullopt, test::long_nominal_recording(),
                                                       "nominal14.csv", 0.1, 2);

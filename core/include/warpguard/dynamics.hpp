@@ -324,6 +324,9 @@ public:
     void differentiate(double t, std::span<const double> q);
     // differentiate(), then out[j] = tau[j] - the arm's expected signal. Spans of the model's joint count.
     void apply(double t, std::span<const double> q, std::span<const double> tau, std::span<double> out);
+    // The samples the newest estimate rests on (up to causal_samples; 1 after a reset, a gap or time
+    // running backwards).
+    std::size_t samples() const { return count_; }
     // The velocity and acceleration of the newest sample, per joint.
     std::span<const double> velocity() const { return qd_; }
     std::span<const double> acceleration() const { return qdd_; }

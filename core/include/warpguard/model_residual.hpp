@@ -14,7 +14,8 @@
 // their centre by `widening` of their half-width on each side (default 10 %, the top of the
 // literature's 5-10 %). A joint outside its band for `persistence` samples in a row (default 2)
 // answers STOP. A stream's first samples are not judged until the estimator has its full span
-// (ArmDynamics::causal_samples): before that it assumes rest, and after a reset the arm may move.
+// (ArmDynamics::causal_samples): before that it assumes rest, and after a reset the arm may move;
+// nor are the first samples after a gap in time, where the estimator starts afresh.
 #pragma once
 
 #include <cstddef>
@@ -72,7 +73,8 @@ public:
     const ResidualLimits& limits() const { return limits_; }
     // The newest sample's residual per joint (valid after update()).
     std::span<const double> residual() const { return residual_; }
-    // update()'s residual without judging it: false while the estimator is short of its span.
+    // update()'s residual without judging it: false while the estimator is short of its span (a
+    // stream's first samples, those after a reset or a gap in time).
     bool compute(const Sample& sample);
 
 private:
@@ -83,7 +85,6 @@ private:
     std::vector<Eigen::Isometry3d> frames_;
     std::vector<Eigen::Vector3d> columns_, moved_columns_;
     std::vector<double> moved_q_;
-    std::size_t seen_ = 0;  // samples since the stream began (saturating)
 };
 
 }  // namespace warpguard
