@@ -63,6 +63,17 @@ def variant(suite, robot, nominal, collisions, suffix):
     return nom, rules(load(f"{suite}/{robot}/{collisions}{suffix}.evaluation.json")["totals"])["combined"]
 
 
+def headline(suite, robot, nominal, collisions, suffix):
+    """One detector's headline numbers on a variant: false stops per 1,000 nominal cycles, collisions
+    >= 50 N and all (detected, collisions), delay median and p95 (s)."""
+    nom, comb = variant(suite, robot, nominal, collisions, suffix)
+    big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
+    return {"fs": per_thousand(nom),
+            "big": (sum(b["detected"] for b in big), sum(b["collisions"] for b in big)),
+            "all": (comb["detected"], comb["collisions"]),
+            "delay": (comb["delay_median"], comb["delay_p95"])}
+
+
 def delay_bound(suite, robot, collisions):
     """The ideal detector of scripts/delay-bound-check.sh on a collision run (it knows the run recorded
     again without its contacts and applies WarpGuard's rules through one reading's noise), or None
@@ -145,13 +156,10 @@ def references_section(suite):
         for nominal, collisions, label in VARIANTS:
             cells = []
             for suffix in (".envelope", ".residual", ".phase"):
-                nom, comb = variant(suite, robot, nominal, collisions, suffix)
-                big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
-                bd, bc = sum(b["detected"] for b in big), sum(b["collisions"] for b in big)
-                cells.append((f"{per_thousand(nom):.1f}" if suffix == ".phase" else f"{per_thousand(nom):.0f}",
-                              f"{pct(bd, bc)}" + ("" if suffix != ".phase" else f" ({bd}/{bc})"),
-                              pct(comb["detected"], comb["collisions"]),
-                              f"{ms(comb['delay_median'])} / {ms(comb['delay_p95'])}"))
+                h = headline(suite, robot, nominal, collisions, suffix)
+                cells.append((f"{h['fs']:.1f}" if suffix == ".phase" else f"{h['fs']:.0f}",
+                              pct(*h["big"]) + ("" if suffix != ".phase" else f" ({h['big'][0]}/{h['big'][1]})"),
+                              pct(*h["all"]), f"{ms(h['delay'][0])} / {ms(h['delay'][1])}"))
             joined = [" · ".join(c[k] for c in cells[:2]) + f" · **{cells[2][k]}**" for k in range(4)]
             out.append(f"| {robot} | {label} | {' | '.join(joined)} |")
     out.append("")
@@ -260,15 +268,7 @@ def main():
     target_rows = []
     for robot in ROBOTS:
         for nominal, collisions, label in VARIANTS:
-            res = {}
-            for suffix in ["", ".phase"]:
-                nom, comb = variant(suite, robot, nominal, collisions, suffix)
-                big = [b for b in comb["by_peak_force"] if b["low"] >= 50]
-                res[suffix] = {"fs": per_thousand(nom),
-                               "big": (sum(b["detected"] for b in big), sum(b["collisions"] for b in big)),
-                               "all": (comb["detected"], comb["collisions"]),
-                               "delay": (comb["delay_median"], comb["delay_p95"])}
-            a, b = res[""], res[".phase"]
+            a, b = (headline(suite, robot, nominal, collisions, suffix) for suffix in ("", ".phase"))
             lines.append(f"| {robot} | {label} | {a['fs']:.0f} → **{b['fs']:.1f}** | "
                          f"{pct(*a['big'])} → **{pct(*b['big'])}** ({b['big'][0]}/{b['big'][1]}) | "
                          f"{pct(*a['all'])} → **{pct(*b['all'])}** | "
