@@ -57,6 +57,10 @@ ResidualChecker::ResidualChecker(ResidualLimits limits)
     moved_q_.assign(n, 0.0);
 }
 
+void ResidualChecker::check_recording(const Recording& recording, const std::string& source) const {
+    check_fits(limits_.arm, limits_.payload, recording, source);
+}
+
 void ResidualChecker::reset() {
     filter_.reset();
     std::fill(outside_.begin(), outside_.end(), 0);

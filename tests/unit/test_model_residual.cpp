@@ -242,8 +242,10 @@ TEST_CASE("the residual refuses what it cannot judge and stops on a sample it ca
                         Catch::Contains("widening -0.1"));
     REQUIRE_THROWS_WITH(residual_limits_from_json(nlohmann::json{{"format", "warpguard-envelope"}}),
                         Catch::Contains("format 'warpguard-envelope'"));
-    // A sample it cannot read stops the robot.
+    // A sample it cannot read stops the robot; a recording it cannot judge is refused before.
     ResidualChecker checker(derive_residual_limits(planar_arm_model(), std::nullopt, calibration, "nominal.csv"));
+    REQUIRE_THROWS_WITH(checker.check_recording(current, "run.csv"), Catch::Contains("run.csv: signal current in A"));
+    checker.check_recording(calibration, "nominal.csv");
     std::vector<double> tau(calibration.joints(), 0.0), q(calibration.joints(), 0.0);
     tau[1] = std::nan("");
     Sample s;

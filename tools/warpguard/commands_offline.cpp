@@ -304,6 +304,7 @@ void run_evaluate(const EvaluateArgs& a) {
                                                     to_string(detector->profile().signal),
                                                     to_string(detector->profile().unit)));
         }
+        if (residual) residual->check_recording(rec, path);
         if (detector && detector->profile().payload && !rec.declares_payload()) {
             throw std::invalid_argument(fmt::format("{}: declares no payload; the profile has a payload model (its recordings declared "
                                                     "it) and would compare every sample unloaded of a payload nobody declares",

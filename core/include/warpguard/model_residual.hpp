@@ -71,6 +71,9 @@ public:
     Decision update(const Sample& sample);
     void reset();
     const ResidualLimits& limits() const { return limits_; }
+    // Throws std::invalid_argument naming `source` when a recording cannot be judged by these limits
+    // (as derive_residual_limits refuses it).
+    void check_recording(const Recording& recording, const std::string& source) const;
     // The newest sample's residual per joint (valid after update()).
     std::span<const double> residual() const { return residual_; }
     // update()'s residual without judging it: false while the estimator is short of its span (a
