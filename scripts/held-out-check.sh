@@ -3,7 +3,8 @@
 # records on the simulated cell like the benchmark suite does (reference, calibration cycles,
 # held-out nominal cycles, collision cycles), identifies the robot's kinematics with the procedure
 # on the simulated controller, calibrates with the same `warpguard calibrate` command as the suite
-# (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays.
+# (the reference cycles chosen automatically), evaluates, and prints false stops, detections and delays
+# (beside them the model-based residual's, a reference method, where the profile has an arm model).
 #
 #   bash scripts/held-out-check.sh [--reuse] [--variants] [--bound] [--arm] [--turns [--reported]] ROBOT.json TASK.json [OUT_DIR]
 #   (about 20 minutes; --variants: about 10 more; --bound: about 1 more; --arm: about 10 more;
@@ -91,6 +92,28 @@ for label, suffix in (("default (phase-aware)", ".phase"), ("published", "")):
 PY
 echo "default detector, by kind of contact (tools/collision_delays.py):"
 /usr/bin/python3 tools/collision_delays.py "$out/collisions.phase.evaluation.json"
+
+# The model-based residual for comparison (a reference method, docs/algorithms.md), where the default
+# profile has an arm model (a signed torque): its own arm and payload models against a static band.
+if /usr/bin/python3 -c "import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get('arm_model') else 1)" "$out/profile-phase.json"; then
+  "$wg" residual "$out/calibration.csv" --profile "$out/profile-phase.json" --out "$out/residual.json" > "$out/residual.txt"
+  for variant in nominal collisions; do
+    "$wg" evaluate --residual "$out/residual.json" "$out/$variant.csv" --out "$out/$variant.residual.evaluation.json" > /dev/null
+  done
+  /usr/bin/python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+nom = json.load(open(f"{out}/nominal.residual.evaluation.json"))["totals"]
+col = {r["rule"]: r for r in json.load(open(f"{out}/collisions.residual.evaluation.json"))["totals"]["by_rule"]}["combined"]
+big = [b for b in col["by_peak_force"] if b["low"] >= 50]
+ms = lambda v: "-" if v is None else f"{1000 * v:.0f} ms"
+print(f"model-based residual (reference): false stop events {nom['false_stop_events']} in {nom['clean_cycles']} nominal cycles; "
+      f"collisions detected {col['detected']}/{col['collisions']}, >= 50 N {sum(b['detected'] for b in big)}/"
+      f"{sum(b['collisions'] for b in big)}; delay median {ms(col['delay_median'])} p95 {ms(col['delay_p95'])}")
+PY
+else
+  echo "model-based residual (reference): not run, the profile has no arm model (the signal is not a signed torque)"
+fi
 
 if [ "$variants" = 1 ]; then
   recording "$out/override80-nominal.csv" --cycles 100 --seed $((seed + 13)) --override 0.8 &
