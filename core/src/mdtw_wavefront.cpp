@@ -38,6 +38,7 @@ struct F64 {
     static Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
     static Vec vabs(Vec x) { return _mm512_abs_pd(x); }
     static Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
+    static Vec vmax(Vec a, Vec b) { return _mm512_max_pd(a, b); }  // b if either is NaN
     static Mask le(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_LE_OQ); }
     static Mask eq(Vec a, Vec b) { return _mm512_cmp_pd_mask(a, b, _CMP_EQ_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_pd(m, no, yes); }
@@ -62,6 +63,7 @@ struct F32 {
     static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
     static Vec vabs(Vec x) { return _mm512_abs_ps(x); }
     static Vec vmin(Vec a, Vec b) { return _mm512_min_ps(a, b); }
+    static Vec vmax(Vec a, Vec b) { return _mm512_max_ps(a, b); }  // b if either is NaN
     static Mask le(Vec a, Vec b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm512_mask_blend_ps(m, no, yes); }
     // min(a, b) where m is set, `src` elsewhere.
@@ -87,6 +89,7 @@ struct F64 {
     static Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
     static Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
     static Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
+    static Vec vmax(Vec a, Vec b) { return _mm256_max_pd(a, b); }  // b if either is NaN
     static Mask le(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_LE_OQ); }
     static Mask eq(Vec a, Vec b) { return _mm256_cmp_pd(a, b, _CMP_EQ_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_pd(no, yes, m); }
@@ -116,6 +119,7 @@ struct F32 {
     static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
     static Vec vabs(Vec x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
     static Vec vmin(Vec a, Vec b) { return _mm256_min_ps(a, b); }
+    static Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }  // b if either is NaN
     static Mask le(Vec a, Vec b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
     static Vec select(Mask m, Vec yes, Vec no) { return _mm256_blendv_ps(no, yes, m); }
     static Vec min_where(Vec src, Mask m, Vec a, Vec b) { return _mm256_blendv_ps(src, _mm256_min_ps(a, b), m); }
@@ -159,6 +163,7 @@ struct F64 {
         return x;
     }
     static Vec vmin(Vec a, Vec b) { return a < b ? a : b; }
+    static Vec vmax(Vec a, Vec b) { return a > b ? a : b; }  // b if either is NaN
     static Mask le(Vec a, Vec b) { return a <= b; }
     static Mask eq(Vec a, Vec b) { return a == b; }
     static Vec select(Mask m, Vec yes, Vec no) { return m ? yes : no; }
@@ -220,6 +225,19 @@ inline T bound_up(double x) {
     return t;
 }
 
+template <class T>
+inline T round_down(double x) {
+    T t = static_cast<T>(x);
+    if (static_cast<double>(t) > x) t = std::nextafter(t, -std::numeric_limits<T>::infinity());
+    return t;
+}
+template <class T>
+inline T round_up(double x) {
+    T t = static_cast<T>(x);
+    if (static_cast<double>(t) < x) t = std::nextafter(t, std::numeric_limits<T>::infinity());
+    return t;
+}
+
 template <class O>
 inline typename O::T lane(typename O::Vec v, std::size_t k) {
     typename O::T x[O::W];
@@ -268,6 +286,10 @@ struct Cursor {
     double best_cost = kInf;
     std::size_t best_end = 0, best_start = 0;
     std::uint64_t cells = 0;
+    // Optional: per column, a lower bound of the rest of any path after its first-row cell
+    // (coarse_rest_bound); first-row cells whose value plus it exceed the bound are dropped.
+    const T* e0 = nullptr;
+    Vec ub0v;
     // F32: the candidate ends.
     double tie = 0;
     Vec tiev;
@@ -283,6 +305,9 @@ struct Cursor {
     std::size_t starts_offset = 0;  // from a column buffer's values to its starts
 
     static constexpr std::size_t kRow0 = 2 * W;  // index of row 0 in a column buffer
+    // The first-row test with a rest bound adds two values in the lanes' type: it compares with
+    // the bound raised by more than that addition's rounding.
+    static constexpr double kSumSlack = 1.0 + 1.0 / (1 << 20);
 
     __attribute__((always_inline)) void start(const T* ref, const double* lo, const double* hi, T* window_rev,
                                               T* const* vals, std::size_t n_, std::size_t m_,
@@ -315,6 +340,7 @@ struct Cursor {
         iota = O::load(x);
         live_bound = ub;  // UB = +inf prunes nothing: the lanes' bound is the largest finite value
         ubv = O::broadcast(bound_up<T>(live_bound));
+        ub0v = O::broadcast(bound_up<T>(live_bound * kSumSlack));
         // A float |a0 - b| rounds down by at most half an ulp: the chunk test asks for that much more.
         chunk_slack = kTolerant ? 1.0 + std::ldexp(1.0, -22) : 1.0;
         tie = tie_;
@@ -335,6 +361,16 @@ struct Cursor {
                       O::vmin(O::vmin(O::vabs(O::sub(a1, bj1)), O::vabs(O::sub(a1, bj))), O::vabs(O::sub(a0, bj1))));
     }
 
+    // The first row's cells at j (d = first_row_at(j)) that can lie on a path within the bound.
+    __attribute__((always_inline)) Mask row0_keep(Vec d, std::size_t j) const {
+        if (e0 == nullptr) return O::le(d, ubv);
+        return O::le(O::add(d, O::load(e0 + j)), ub0v);
+    }
+    __attribute__((always_inline)) Vec row0_at(std::size_t j) const {
+        const Vec d = first_row_at(j);
+        return e0 == nullptr ? d : O::select(row0_keep(d, j), d, inf);
+    }
+
     // First row in [r, m) at which column buffer `col` is live; -1 if none.
     long first_live_row(const T* col, long r) const {
         for (; r < static_cast<long>(m); r += static_cast<long>(W)) {
@@ -352,7 +388,7 @@ struct Cursor {
     // (j0 >= n) or nothing enters it (then `fresh`: the next block needs a search).
     __attribute__((always_inline)) bool continue_block() {
         if (fresh || j0 >= n) return false;
-        d0 = first_row_at(j0);
+        d0 = row0_at(j0);
         long first = 0;
         if (O::bits(O::le(d0, ubv)) == 0) {
             first = first_live_row(col_values[1 - cur], left_from);
@@ -383,11 +419,11 @@ struct Cursor {
                 continue;
             }
             if (O::bits(O::le(O::vabs(O::sub(a0, O::load(b + j0))), ubv)) == 0) continue;
-            row0_live = O::bits(O::le(first_row_at(j0), ubv));
+            row0_live = O::bits(row0_keep(first_row_at(j0), j0));
             if (row0_live != 0) break;
         }
         j0 += static_cast<std::size_t>(__builtin_ctz(row0_live));
-        d0 = first_row_at(j0);
+        d0 = row0_at(j0);
         // The previous block, if any, is not this one's neighbour: nothing enters from the left.
         T* left = col_values[1 - cur];
         for (std::size_t x = 0; x < col_size; x += W) O::store(left + x, inf);
@@ -471,6 +507,7 @@ struct Cursor {
                         // Every end whose double value can be the optimum is within `tie` of it.
                         live_bound = std::min(live_bound, value + tie);
                         ubv = O::broadcast(bound_up<T>(live_bound));
+                        ub0v = O::broadcast(bound_up<T>(live_bound * kSumSlack));
                         ubv_ = ubv;
                     }
                 } else if (value < best_cost) {
@@ -483,6 +520,7 @@ struct Cursor {
                     }
                     live_bound = value;  // UB tightens to the best end so far
                     ubv = O::broadcast(bound_up<T>(live_bound));
+                    ub0v = O::broadcast(bound_up<T>(live_bound * kSumSlack));
                     ubv_ = ubv;
                 }
             }
@@ -552,13 +590,32 @@ struct Engine {
     std::vector<std::vector<double>> chunk_lo, chunk_hi;  // per joint: value range of each 64 columns
     std::vector<std::size_t> joints_to_sweep;
     std::vector<std::uint64_t> joint_cells;  // per joint: the cells of its last sweep
+    std::vector<std::size_t> coarse_hold;    // per joint: samples left with the coarse rest bound
     std::vector<T> reversed[2];
     std::vector<T> columns[2][2];  // per cursor: two column buffers, values then starts
     std::uint64_t cells = 0;
+    // The coarse rest bound (coarse_rest_bound): per joint the value range of each kCoarse
+    // columns, last column first (rounded outwards to T; +-inf in the padding); per cursor the
+    // bound per column, and the recursion's scratch.
+    static constexpr std::size_t kCoarse = 16;
+    std::size_t coarse_n = 0, coarse_padded = 0;
+    std::vector<std::unique_ptr<T[]>> coarse_lo, coarse_hi;
+    std::vector<double> max_abs_b;
+    std::vector<T> rest0[2];
+    std::vector<T> coarse_window, coarse_columns[2], coarse_rows;
+    std::vector<T> coarse_last[2];  // per coarse column (last first): the rows m - 1 and m - 2 of the recursion
+    // Taken by a joint for m samples (an impact stays in the window that long) after a sweep of it
+    // computed over a quarter of its matrix's cells: the bound costs a recursion over m x n / 16
+    // coarse cells (about 15 us at m = 64, n = 10,000 on a 2.6 GHz core) and pays only where the
+    // sweep is that heavy (docs/performance.md, "A coarse rest bound for the first row").
+    bool coarse_on = false;       // built for this lane type
+    bool coarse_enabled = true;   // StreamingMdtw::set_rest_bound
+    std::uint64_t coarse_threshold = 0;
+    std::uint64_t coarse_uses = 0;  // joint sweeps that took the coarse rest bound
 
     Engine(std::size_t window, std::span<const std::vector<double>> references)
         : joints(references.size()), m(window), n(references[0].size()), joints_to_sweep(references.size()),
-          joint_cells(references.size(), 0) {
+          joint_cells(references.size(), 0), coarse_hold(references.size(), 0) {
         // +inf after the last column: a block's lanes beyond it, and b(j + 1) of rule (8) in the
         // last column, which turns (8) into (9) exactly (min(inf, |a1 - bj|, inf) = |a1 - bj|).
         for (const auto& r : references) {
@@ -575,11 +632,120 @@ struct Engine {
             chunk_lo.push_back(std::move(lo));
             chunk_hi.push_back(std::move(hi));
         }
+        coarse_on = sizeof(T) == sizeof(float);  // the float sweep; the exact sweeps run without it
+        coarse_threshold = m * n / 4;
+        coarse_n = (n + kCoarse - 1) / kCoarse;
+        coarse_padded = (coarse_n + W - 1) / W * W;
+        for (const auto& r : references) {
+            if (!coarse_on) break;
+            std::unique_ptr<T[]> lo(new T[coarse_padded]), hi(new T[coarse_padded]);
+            double mx = 0;
+            for (std::size_t k = 0; k < coarse_padded; ++k) {
+                lo[k] = -std::numeric_limits<T>::infinity();
+                hi[k] = std::numeric_limits<T>::infinity();
+                if (k >= coarse_n) continue;
+                const std::size_t c = coarse_n - 1 - k;
+                const auto [mn, mxe] = std::minmax_element(r.begin() + static_cast<long>(c * kCoarse),
+                                                           r.begin() + static_cast<long>(std::min(n, (c + 1) * kCoarse)));
+                lo[k] = round_down<T>(*mn);
+                hi[k] = round_up<T>(*mxe);
+                mx = std::max({mx, std::abs(*mn), std::abs(*mxe)});
+            }
+            coarse_lo.push_back(std::move(lo));
+            coarse_hi.push_back(std::move(hi));
+            max_abs_b.push_back(mx);
+        }
+        for (int c = 0; c < 2 && coarse_on; ++c) {
+            rest0[c].assign(n + W + 1, T(0));
+            coarse_columns[c].assign(m + 3 * W, T(0));
+            coarse_last[c].assign(2 * coarse_padded, T(0));
+        }
+        if (coarse_on) {
+            coarse_window.assign(m + 2 * W, T(0));
+            coarse_rows.assign((W + 1) * W, T(0));
+        }
         for (int c = 0; c < 2; ++c) {
             reversed[c].assign(m + 2 * W, T(0));
             for (int k = 0; k < 2; ++k) {
                 columns[c][k].assign(2 * column_buffer_size<O>(m), std::numeric_limits<T>::infinity());
             }
+        }
+    }
+
+    // A lower bound of the rest of every path after a first-row cell, per column, into rest0[c].
+    // The reference in coarse columns of kCoarse samples with their value ranges: g(i, C) = the
+    // distance of window sample i from column C's range is <= the local cost of any of its cells,
+    // and a path from row i onwards visits the coarse cells of a coarse path in that order, so
+    // L(i, C) = g(i, C) + min(L(i + 1, C), L(i, C + 1), L(i + 1, C + 1)), L(m - 1, C) = g(m - 1, C)
+    // bounds the rest from the first cell it enters in C; after a first-row cell in C the rest
+    // enters row 1 or column C + 1: E0(C) = min(L(1, C), L(0, C + 1), L(1, C + 1)).
+    //
+    // L is swept as the recursion of rule (11) in reverse (the newest row first, the last coarse
+    // column first; the newest row has no predecessor: L(m - 1, C) = g): wavefront blocks of W
+    // coarse columns as the cursor's, without pruning, in the lanes' type. Rows outside the window
+    // read NaN, which the max in g turns into 0: a lane that has not begun holds 0, the value the
+    // newest row needs from the row before it.
+    void coarse_rest_bound(std::size_t joint, std::span<const double> a, int c) {
+        const T nan = std::numeric_limits<T>::quiet_NaN();
+        const long last_step = static_cast<long>(m + W - 2);
+        // win[y] = row' last_step - y of the reversed window, row' r = sample m - 1 - r.
+        T* win = coarse_window.data();
+        for (std::size_t y = 0; y < m + 2 * W; ++y) {
+            const long r = last_step - static_cast<long>(y);
+            win[y] = r >= 0 && r < static_cast<long>(m) ? static_cast<T>(a[m - 1 - static_cast<std::size_t>(r)]) : nan;
+        }
+        const T* lo = coarse_lo[joint].get();
+        const T* hi = coarse_hi[joint].get();
+        T* last0 = coarse_last[c].data();                   // row' m - 1 (sample 0)
+        T* last1 = coarse_last[c].data() + coarse_padded;   // row' m - 2 (sample 1)
+        T* rows_out = coarse_rows.data();
+        // Column buffers: row' r at index r + 2W; the first block's left neighbour does not exist.
+        T* left_col = coarse_columns[0].data();
+        T* out_col = coarse_columns[1].data();
+        std::fill(left_col, left_col + m + 3 * W, std::numeric_limits<T>::infinity());
+        const typename O::Vec zero = O::broadcast(T(0));
+        for (std::size_t k0 = 0; k0 < coarse_padded; k0 += W) {
+            const typename O::Vec lov = O::load(lo + k0), hiv = O::load(hi + k0);
+            typename O::Vec v = zero, diag = zero;
+            const auto step = [&](long t) __attribute__((always_inline)) {
+                const typename O::Vec av = O::load(win + (last_step - t));
+                const typename O::Vec g = O::vmax(O::vmax(O::sub(lov, av), O::sub(av, hiv)), zero);
+                const typename O::Vec up_diag = O::vmin(v, diag);
+                const typename O::Vec left = O::shift_in(v, left_col[t + static_cast<long>(2 * W)]);
+                v = O::add(g, O::vmin(up_diag, left));
+                diag = left;
+                O::store_last(out_col + t + W + 1, v);  // lane W - 1 is at row' t - W + 1
+            };
+            const long capture = static_cast<long>(m) - 2;
+            for (long t = 0; t < capture; ++t) step(t);
+            for (long t = capture; t <= last_step; ++t) {
+                step(t);
+                O::store(rows_out + static_cast<std::size_t>(t - capture) * W, v);
+            }
+            for (std::size_t k = 0; k < W; ++k) {
+                last1[k0 + k] = rows_out[k * W + k];
+                last0[k0 + k] = rows_out[(k + 1) * W + k];
+            }
+            std::swap(left_col, out_col);
+        }
+        // E0(C) = min(L(1, C), L(0, C + 1), L(1, C + 1)); column C is k = coarse_n - 1 - C, C + 1 is k - 1.
+        // The float values may exceed the exact ones by the roundings of |a| (a few units of u
+        // times max |a| per cell) and of the additions (u per addition, relative): over a path of
+        // at most m + coarse_n cells, taken off with room to spare.
+        double max_a = 0;
+        for (const double x : a) max_a = std::max(max_a, std::abs(x));
+        const double u = std::ldexp(1.0, -std::numeric_limits<T>::digits);
+        const double cells_on_path = static_cast<double>(m + coarse_n + 1);
+        const double rel = 1.0 - 3.0 * cells_on_path * u;
+        const double abs_slack = 3.0 * cells_on_path * u * (max_a + max_abs_b[joint]);
+        T* e = rest0[c].data();
+        for (std::size_t k = 0; k < coarse_n; ++k) {
+            double bound = static_cast<double>(last1[k]);
+            if (k > 0) bound = std::min({bound, static_cast<double>(last0[k - 1]), static_cast<double>(last1[k - 1])});
+            bound = std::max(0.0, bound * rel - abs_slack);
+            const T t = round_down<T>(bound);
+            const std::size_t col = coarse_n - 1 - k;
+            std::fill(e + col * kCoarse, e + std::min(n, (col + 1) * kCoarse), t);
         }
     }
 
@@ -611,6 +777,7 @@ struct Engine {
             finish_joint(cursor[c], todo[slot[c]]);
             cells += cursor[c].cells;
             joint_cells[todo[slot[c]]] = cursor[c].cells;
+            if (cursor[c].cells > coarse_threshold) coarse_hold[todo[slot[c]]] = m;
         };
         // Starts the next joint on cursor c at its first block; false when no joint is left.
         auto launch = [&](int c) {
@@ -621,6 +788,13 @@ struct Engine {
                 cursor[c].start(padded[joint].get(), chunk_lo[joint].data(), chunk_hi[joint].data(),
                                 reversed[c].data(), cols, n, m, windows.subspan(joint * m, m), bound[joint],
                                 tie != nullptr ? tie[joint] : 0.0, stop_at_first);
+                cursor[c].e0 = nullptr;
+                if (coarse_on && coarse_enabled && coarse_hold[joint] > 0) {
+                    --coarse_hold[joint];
+                    coarse_rest_bound(joint, windows.subspan(joint * m, m), c);
+                    cursor[c].e0 = rest0[c].data();
+                    ++coarse_uses;
+                }
                 if (cursor[c].begin_block()) return true;
                 finish(c);  // nothing in it is live
             }
@@ -722,6 +896,21 @@ WavefrontFloat::WavefrontFloat(std::size_t window, std::span<const std::vector<d
 }
 
 WavefrontFloat::~WavefrontFloat() = default;
+
+void WavefrontFloat::set_rest_bound(bool on) {
+#if defined(__AVX2__)
+    if (impl_) impl_->coarse_enabled = on;
+#else
+    (void)on;
+#endif
+}
+
+std::uint64_t WavefrontFloat::rest_bound_sweeps() const {
+#if defined(__AVX2__)
+    if (impl_) return impl_->coarse_uses;
+#endif
+    return 0;
+}
 
 std::uint64_t WavefrontFloat::cells() const {
 #if defined(__AVX2__)

@@ -102,6 +102,10 @@ void StreamingMdtw::set_kernel(SweepKernel kernel) {
     if (kernel != SweepKernel::Auto) next_ = kernel;
 }
 
+void StreamingMdtw::set_rest_bound(bool on) { wavefront_float_->set_rest_bound(on); }
+
+std::uint64_t StreamingMdtw::rest_bound_sweeps() const { return wavefront_float_->rest_bound_sweeps(); }
+
 std::uint64_t StreamingMdtw::cells() const {
     return lockstep_->cells() + wavefront_->cells() + wavefront_float_->cells() + lockstep_float_->cells();
 }

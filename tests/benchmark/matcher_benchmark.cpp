@@ -6,10 +6,12 @@
 // algorithm afterwards on the kept windows of the first samples.
 //
 //   warpguard-bench-matcher [--quick] [--twice] [--json FILE] [--m M] [--n N]
-//                           [--kernel auto|lockstep|wavefront|float|lockstep-float]
+//                           [--kernel auto|lockstep|wavefront|float|lockstep-float] [--no-rest-bound]
 //   (--m/--n: only that size; --kernel: force one of the streaming matcher's sweeps; `float` is the
 //   wavefront in float lanes, `lockstep-float` the lockstep sweep in float lanes, which `auto` takes
 //   where it would take the double sweep, when built;
+//   --no-rest-bound: the float wavefront without its coarse rest bound on the first row, to measure
+//   what the bound does;
 //   --twice: time the streaming pass a second time with a fresh matcher and report how much of the
 //   p99 the same samples repeat)
 // Before and after the streams it reads the clock in a loop for a second and reports how often the
@@ -213,12 +215,15 @@ struct Row {
     std::size_t float_samples = 0;     // ... with the float wavefront
     std::size_t float_lockstep_samples = 0;  // ... with the float lockstep sweep
     std::uint64_t float_fallbacks = 0;  // joints the float wavefront handed to the exact sweep
+    std::uint64_t rest_bound_sweeps = 0;  // joint sweeps that took the coarse rest bound
     // --twice: the second streaming pass, the p99 of the faster of a sample's two timings, and how
     // many of the slowest 1 % of the first pass's samples are among the second pass's slowest 1 %.
     Timing again;
     double faster_p99_us = 0;
     std::size_t slowest_count = 0, slowest_shared = 0;
 };
+
+bool g_rest_bound = true;  // --no-rest-bound clears it
 
 Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel, bool twice) {
     const std::size_t stream_samples = quick ? 400 : 2000;
@@ -278,12 +283,14 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
     };
     StreamingMdtw streaming(m, s.reference);
     streaming.set_kernel(kernel);
+    streaming.set_rest_bound(g_rest_bound);
     const std::vector<double> t_stream = stream_pass(streaming, true);
     if (twice) {
         // The same stream again with a fresh matcher: the same windows and the same work, so what
         // differs between the two timings of a sample is the machine, not the window.
         StreamingMdtw again(m, s.reference);
         again.set_kernel(kernel);
+        again.set_rest_bound(g_rest_bound);
         const std::vector<double> t_again = stream_pass(again, false);
         row.again = summarise(t_again);
         std::vector<double> faster(t_stream.size());
@@ -327,6 +334,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
     row.streaming = summarise(t_stream);
     row.cells = streaming.cells();
     row.float_fallbacks = streaming.float_fallbacks();
+    row.rest_bound_sweeps = streaming.rest_bound_sweeps();
     return row;
 }
 
@@ -342,6 +350,8 @@ int main(int argc, char** argv) {
             quick = true;
         } else if (std::strcmp(argv[i], "--twice") == 0) {
             twice = true;
+        } else if (std::strcmp(argv[i], "--no-rest-bound") == 0) {
+            g_rest_bound = false;
         } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             json_path = argv[++i];
         } else if ((std::strcmp(argv[i], "--m") == 0 || std::strcmp(argv[i], "--n") == 0) && i + 1 < argc) {
@@ -369,7 +379,7 @@ int main(int argc, char** argv) {
                 return 2;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float|lockstep-float]\n",
+            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float|lockstep-float] [--no-rest-bound]\n",
                          argv[0]);
             return 2;
         }
@@ -411,7 +421,8 @@ int main(int argc, char** argv) {
                                 {"lockstep_samples", r.lockstep_samples},
                                 {"float_samples", r.float_samples},
                                 {"float_lockstep_samples", r.float_lockstep_samples},
-                                {"float_fallbacks", r.float_fallbacks}});
+                                {"float_fallbacks", r.float_fallbacks},
+                                {"rest_bound_sweeps", r.rest_bound_sweeps}});
                 if (twice) {
                     rows.back()["again"] = {{"mean_us", r.again.mean_us}, {"p99_us", r.again.p99_us}, {"max_us", r.again.max_us}};
                     rows.back()["faster_of_two_p99_us"] = r.faster_p99_us;

@@ -313,7 +313,8 @@ TEST_CASE("the phase-aware detector with a speed model does not allocate per sam
 }
 
 TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[streaming][realtime]") {
-    // A smooth 6-joint stream, the float wavefront forced (and its exact fallback), then Auto.
+    // A smooth 6-joint stream with one impact on joint 2 (whose windows then take the coarse rest
+    // bound), the float wavefront forced (and its exact fallback), then Auto.
     const std::size_t joints = 6, m = 32, n = 2000, samples = 600;
     // Joint k's signal at time t (reference samples), on a 0.001 grid.
     auto signal = [](std::size_t k, double t) {
@@ -329,7 +330,9 @@ TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[
     for (std::size_t s = 0; s < samples; ++s) {
         for (std::size_t k = 0; k < joints; ++k) {
             for (std::size_t i = 0; i < m; ++i) {
-                windows[(s * joints + k) * m + i] = signal(k, 0.9 * static_cast<double>(s + i + 100));
+                const std::size_t at = s + i;  // the sample's time in the stream
+                const double impact = k == 2 && at >= 300 ? 25.0 * std::pow(0.85, static_cast<double>(at - 300)) : 0.0;
+                windows[(s * joints + k) * m + i] = signal(k, 0.9 * static_cast<double>(at + 100)) + impact;
             }
         }
     }
@@ -346,6 +349,7 @@ TEST_CASE("the streaming matcher's float sweep does not allocate per sample", "[
         }
         CHECK(g_allocations.load() == before);
         if (StreamingMdtw::float_sweep_built()) CHECK(float_samples > samples / 2);
+        if (StreamingMdtw::float_sweep_built()) CHECK(matcher.rest_bound_sweeps() > 0u);
         CHECK(matcher.result(0).path.size() >= m);
     }
 }
