@@ -602,8 +602,21 @@ struct Engine {
     std::vector<std::unique_ptr<T[]>> coarse_lo, coarse_hi;
     std::vector<double> max_abs_b;
     std::vector<T> rest0[2];
-    std::vector<T> coarse_window, coarse_columns[2], coarse_rows;
-    std::vector<T> coarse_last[2];  // per coarse column (last first): the rows m - 1 and m - 2 of the recursion
+    std::vector<T> coarse_window, coarse_columns[2];
+    // Per joint: the recursion's rows for samples 0 .. kept_rows of the window it was swept for
+    // (per block of W coarse columns, its wavefront steps from the one where lane 0 reaches sample
+    // kept_rows), that window, and the sweep() call it was made in. A window s samples later
+    // shares all but its newest s samples with it: L of those rows still bounds the rest of a path
+    // up to its sample m - 1 - s, hence up to the end (costs are >= 0), so the recursion is swept
+    // anew only every kStale samples.
+    static constexpr std::size_t kStale = 4;
+    std::size_t kept_rows = 0;
+    std::vector<std::vector<T>> coarse_kept;
+    std::vector<std::vector<double>> coarse_kept_window;
+    std::vector<std::uint64_t> coarse_kept_at;
+    std::vector<bool> coarse_kept_valid;
+    std::uint64_t sweeps_done = 0;
+    std::uint64_t coarse_recursions = 0;
     // Taken by a joint for m samples (an impact stays in the window that long) after a sweep of it
     // computed over a quarter of its matrix's cells: the bound costs a recursion over m x n / 16
     // coarse cells (about 15 us at m = 64, n = 10,000 on a 2.6 GHz core) and pays only where the
@@ -658,11 +671,14 @@ struct Engine {
         for (int c = 0; c < 2 && coarse_on; ++c) {
             rest0[c].assign(n + W + 1, T(0));
             coarse_columns[c].assign(m + 3 * W, T(0));
-            coarse_last[c].assign(2 * coarse_padded, T(0));
         }
         if (coarse_on) {
             coarse_window.assign(m + 2 * W, T(0));
-            coarse_rows.assign((W + 1) * W, T(0));
+            kept_rows = std::min(kStale, m - 1);
+            coarse_kept.assign(joints, std::vector<T>(coarse_padded * (kept_rows + W) , T(0)));
+            coarse_kept_window.assign(joints, std::vector<double>(m, 0.0));
+            coarse_kept_at.assign(joints, 0);
+            coarse_kept_valid.assign(joints, false);
         }
         for (int c = 0; c < 2; ++c) {
             reversed[c].assign(m + 2 * W, T(0));
@@ -672,7 +688,7 @@ struct Engine {
         }
     }
 
-    // A lower bound of the rest of every path after a first-row cell, per column, into rest0[c].
+    // The coarse rest bound: a lower bound of the rest of every path after a first-row cell.
     // The reference in coarse columns of kCoarse samples with their value ranges: g(i, C) = the
     // distance of window sample i from column C's range is <= the local cost of any of its cells,
     // and a path from row i onwards visits the coarse cells of a coarse path in that order, so
@@ -684,8 +700,8 @@ struct Engine {
     // column first; the newest row has no predecessor: L(m - 1, C) = g): wavefront blocks of W
     // coarse columns as the cursor's, without pruning, in the lanes' type. Rows outside the window
     // read NaN, which the max in g turns into 0: a lane that has not begun holds 0, the value the
-    // newest row needs from the row before it.
-    void coarse_rest_bound(std::size_t joint, std::span<const double> a, int c) {
+    // newest row needs from the row before it. It keeps the rows of samples 0 .. kept_rows.
+    void coarse_recursion(std::size_t joint, std::span<const double> a) {
         const T nan = std::numeric_limits<T>::quiet_NaN();
         const long last_step = static_cast<long>(m + W - 2);
         // win[y] = row' last_step - y of the reversed window, row' r = sample m - 1 - r.
@@ -696,14 +712,14 @@ struct Engine {
         }
         const T* lo = coarse_lo[joint].get();
         const T* hi = coarse_hi[joint].get();
-        T* last0 = coarse_last[c].data();                   // row' m - 1 (sample 0)
-        T* last1 = coarse_last[c].data() + coarse_padded;   // row' m - 2 (sample 1)
-        T* rows_out = coarse_rows.data();
+        T* kept = coarse_kept[joint].data();
+        const std::size_t per_block = (kept_rows + W) * W;
         // Column buffers: row' r at index r + 2W; the first block's left neighbour does not exist.
         T* left_col = coarse_columns[0].data();
         T* out_col = coarse_columns[1].data();
         std::fill(left_col, left_col + m + 3 * W, std::numeric_limits<T>::infinity());
         const typename O::Vec zero = O::broadcast(T(0));
+        const long keep_from = static_cast<long>(m - 1 - kept_rows);  // lane 0 at sample kept_rows
         for (std::size_t k0 = 0; k0 < coarse_padded; k0 += W) {
             const typename O::Vec lov = O::load(lo + k0), hiv = O::load(hi + k0);
             typename O::Vec v = zero, diag = zero;
@@ -716,19 +732,46 @@ struct Engine {
                 diag = left;
                 O::store_last(out_col + t + W + 1, v);  // lane W - 1 is at row' t - W + 1
             };
-            const long capture = static_cast<long>(m) - 2;
-            for (long t = 0; t < capture; ++t) step(t);
-            for (long t = capture; t <= last_step; ++t) {
+            for (long t = 0; t < keep_from; ++t) step(t);
+            T* out = kept + (k0 / W) * per_block;
+            for (long t = keep_from; t <= last_step; ++t) {
                 step(t);
-                O::store(rows_out + static_cast<std::size_t>(t - capture) * W, v);
-            }
-            for (std::size_t k = 0; k < W; ++k) {
-                last1[k0 + k] = rows_out[k * W + k];
-                last0[k0 + k] = rows_out[(k + 1) * W + k];
+                O::store(out + static_cast<std::size_t>(t - keep_from) * W, v);
             }
             std::swap(left_col, out_col);
         }
-        // E0(C) = min(L(1, C), L(0, C + 1), L(1, C + 1)); column C is k = coarse_n - 1 - C, C + 1 is k - 1.
+        std::copy(a.begin(), a.end(), coarse_kept_window[joint].begin());
+        coarse_kept_at[joint] = sweeps_done;
+        coarse_kept_valid[joint] = true;
+        ++coarse_recursions;
+    }
+
+    // L(r, C) of the joint's kept recursion, for samples r <= kept_rows; k = coarse_n - 1 - C.
+    T kept_value(std::size_t joint, std::size_t r, std::size_t k) const {
+        const std::size_t lane = k % W;
+        const std::size_t step = (m - 1 - r) + lane - (m - 1 - kept_rows);  // from the first kept step
+        return coarse_kept[joint][(k / W) * (kept_rows + W) * W + step * W + lane];
+    }
+
+    // The joint's window now, `a`, and the kept recursion's: the number of samples it moved on
+    // since (0 .. kept_rows - 1), or -1 if it is not the kept window moved on by that many
+    // (another stream, a reset, a gap, or too old).
+    long kept_shift(std::size_t joint, std::span<const double> a) const {
+        if (!coarse_kept_valid[joint]) return -1;
+        const std::uint64_t s = sweeps_done - coarse_kept_at[joint];
+        if (s >= kept_rows) return -1;
+        const double* old = coarse_kept_window[joint].data();
+        for (std::size_t i = 0; i + s < m; ++i) {
+            if (!(a[i] == old[i + s])) return -1;
+        }
+        return static_cast<long>(s);
+    }
+
+    // rest0[c][j]: a lower bound of the rest of every path after the first-row cell at column j,
+    // from the joint's kept recursion, whose window is this one's moved on by s samples: the
+    // first row here is its sample s, and a path after it enters sample s + 1 or column C + 1:
+    // E0(C) = min(L(s + 1, C), L(s, C + 1), L(s + 1, C + 1)).
+    void coarse_first_row(std::size_t joint, std::size_t s, std::span<const double> a, int c) {
         // The float values may exceed the exact ones by the roundings of |a| (a few units of u
         // times max |a| per cell) and of the additions (u per addition, relative): over a path of
         // at most m + coarse_n cells, taken off with room to spare.
@@ -740,8 +783,11 @@ struct Engine {
         const double abs_slack = 3.0 * cells_on_path * u * (max_a + max_abs_b[joint]);
         T* e = rest0[c].data();
         for (std::size_t k = 0; k < coarse_n; ++k) {
-            double bound = static_cast<double>(last1[k]);
-            if (k > 0) bound = std::min({bound, static_cast<double>(last0[k - 1]), static_cast<double>(last1[k - 1])});
+            double bound = static_cast<double>(kept_value(joint, s + 1, k));
+            if (k > 0) {
+                bound = std::min({bound, static_cast<double>(kept_value(joint, s, k - 1)),
+                                  static_cast<double>(kept_value(joint, s + 1, k - 1))});
+            }
             bound = std::max(0.0, bound * rel - abs_slack);
             const T t = round_down<T>(bound);
             const std::size_t col = coarse_n - 1 - k;
@@ -753,6 +799,7 @@ struct Engine {
     template <class Finish>
     void sweep(std::span<const double> windows, const double* bound, const double* tie, bool stop_at_first,
                const Finish& finish_joint) {
+        ++sweeps_done;
         std::size_t count = 0;
         for (std::size_t joint = 0; joint < joints; ++joint) {
             if (bound[joint] >= 0.0) joints_to_sweep[count++] = joint;
@@ -791,7 +838,13 @@ struct Engine {
                 cursor[c].e0 = nullptr;
                 if (coarse_on && coarse_enabled && coarse_hold[joint] > 0) {
                     --coarse_hold[joint];
-                    coarse_rest_bound(joint, windows.subspan(joint * m, m), c);
+                    const auto a = windows.subspan(joint * m, m);
+                    long shift = kept_shift(joint, a);
+                    if (shift < 0) {
+                        coarse_recursion(joint, a);
+                        shift = 0;
+                    }
+                    coarse_first_row(joint, static_cast<std::size_t>(shift), a, c);
                     cursor[c].e0 = rest0[c].data();
                     ++coarse_uses;
                 }
