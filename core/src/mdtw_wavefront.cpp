@@ -35,6 +35,7 @@ struct F64 {
     static void store(T* p, Vec v) { _mm512_storeu_pd(p, v); }
     static Vec broadcast(T x) { return _mm512_set1_pd(x); }
     static Vec add(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+    static Vec mul(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
     static Vec sub(Vec a, Vec b) { return _mm512_sub_pd(a, b); }
     static Vec vabs(Vec x) { return _mm512_abs_pd(x); }
     static Vec vmin(Vec a, Vec b) { return _mm512_min_pd(a, b); }
@@ -60,6 +61,7 @@ struct F32 {
     static void store(T* p, Vec v) { _mm512_storeu_ps(p, v); }
     static Vec broadcast(T x) { return _mm512_set1_ps(x); }
     static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+    static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
     static Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
     static Vec vabs(Vec x) { return _mm512_abs_ps(x); }
     static Vec vmin(Vec a, Vec b) { return _mm512_min_ps(a, b); }
@@ -86,6 +88,7 @@ struct F64 {
     static void store(T* p, Vec v) { _mm256_storeu_pd(p, v); }
     static Vec broadcast(T x) { return _mm256_set1_pd(x); }
     static Vec add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
+    static Vec mul(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
     static Vec sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
     static Vec vabs(Vec x) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), x); }
     static Vec vmin(Vec a, Vec b) { return _mm256_min_pd(a, b); }
@@ -116,6 +119,7 @@ struct F32 {
     static void store(T* p, Vec v) { _mm256_storeu_ps(p, v); }
     static Vec broadcast(T x) { return _mm256_set1_ps(x); }
     static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+    static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
     static Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
     static Vec vabs(Vec x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
     static Vec vmin(Vec a, Vec b) { return _mm256_min_ps(a, b); }
@@ -154,6 +158,7 @@ struct F64 {
     static void store(T* p, Vec v) { __builtin_memcpy(p, &v, sizeof v); }
     static Vec broadcast(T x) { return Vec{x, x, x, x}; }
     static Vec add(Vec a, Vec b) { return a + b; }
+    static Vec mul(Vec a, Vec b) { return a * b; }
     static Vec sub(Vec a, Vec b) { return a - b; }
     static Vec vabs(Vec x) {
         Mask m;
@@ -590,7 +595,10 @@ struct Engine {
     std::vector<std::vector<double>> chunk_lo, chunk_hi;  // per joint: value range of each 64 columns
     std::vector<std::size_t> joints_to_sweep;
     std::vector<std::uint64_t> joint_cells;  // per joint: the cells of its last sweep
-    std::vector<std::size_t> coarse_hold;    // per joint: samples left with the coarse rest bound
+    // Per joint: samples left with the coarse rest bound, and samples left without it after it
+    // ruled out too few columns to pay for itself.
+    std::vector<std::size_t> coarse_hold;
+    std::vector<std::size_t> coarse_cooldown;
     std::vector<T> reversed[2];
     std::vector<T> columns[2][2];  // per cursor: two column buffers, values then starts
     std::uint64_t cells = 0;
@@ -611,7 +619,8 @@ struct Engine {
     // anew only every kStale samples.
     static constexpr std::size_t kStale = 4;
     std::size_t kept_rows = 0;
-    std::vector<std::vector<T>> coarse_kept;
+    std::vector<std::vector<T>> coarse_kept;  // per joint: row r at r * (coarse_padded + W), column k at + W + k
+    std::vector<T> coarse_steps;               // one block's kept wavefront steps, before they are laid into rows
     std::vector<std::vector<double>> coarse_kept_window;
     std::vector<std::uint64_t> coarse_kept_at;
     std::vector<bool> coarse_kept_valid;
@@ -628,7 +637,8 @@ struct Engine {
 
     Engine(std::size_t window, std::span<const std::vector<double>> references)
         : joints(references.size()), m(window), n(references[0].size()), joints_to_sweep(references.size()),
-          joint_cells(references.size(), 0), coarse_hold(references.size(), 0) {
+          joint_cells(references.size(), 0), coarse_hold(references.size(), 0),
+          coarse_cooldown(references.size(), 0) {
         // +inf after the last column: a block's lanes beyond it, and b(j + 1) of rule (8) in the
         // last column, which turns (8) into (9) exactly (min(inf, |a1 - bj|, inf) = |a1 - bj|).
         for (const auto& r : references) {
@@ -669,13 +679,15 @@ struct Engine {
             max_abs_b.push_back(mx);
         }
         for (int c = 0; c < 2 && coarse_on; ++c) {
-            rest0[c].assign(n + W + 1, T(0));
+            rest0[c].assign(coarse_n * kCoarse + W + 1, T(0));
             coarse_columns[c].assign(m + 3 * W, T(0));
         }
         if (coarse_on) {
             coarse_window.assign(m + 2 * W, T(0));
             kept_rows = std::min(kStale, m - 1);
-            coarse_kept.assign(joints, std::vector<T>(coarse_padded * (kept_rows + W) , T(0)));
+            // Columns -W .. -1 read +inf (column C + 1 of the last coarse column does not exist).
+            coarse_kept.assign(joints, std::vector<T>((kept_rows + 1) * (coarse_padded + W), std::numeric_limits<T>::infinity()));
+            coarse_steps.assign((kept_rows + W) * W, T(0));
             coarse_kept_window.assign(joints, std::vector<double>(m, 0.0));
             coarse_kept_at.assign(joints, 0);
             coarse_kept_valid.assign(joints, false);
@@ -713,7 +725,7 @@ struct Engine {
         const T* lo = coarse_lo[joint].get();
         const T* hi = coarse_hi[joint].get();
         T* kept = coarse_kept[joint].data();
-        const std::size_t per_block = (kept_rows + W) * W;
+        const std::size_t row_size = coarse_padded + W;
         // Column buffers: row' r at index r + 2W; the first block's left neighbour does not exist.
         T* left_col = coarse_columns[0].data();
         T* out_col = coarse_columns[1].data();
@@ -733,10 +745,14 @@ struct Engine {
                 O::store_last(out_col + t + W + 1, v);  // lane W - 1 is at row' t - W + 1
             };
             for (long t = 0; t < keep_from; ++t) step(t);
-            T* out = kept + (k0 / W) * per_block;
+            T* out = coarse_steps.data();
             for (long t = keep_from; t <= last_step; ++t) {
                 step(t);
                 O::store(out + static_cast<std::size_t>(t - keep_from) * W, v);
+            }
+            // Lane k is at sample r (row' m - 1 - r) at step m - 1 - r + k: kept step kept_rows - r + k.
+            for (std::size_t r = 0; r <= kept_rows; ++r) {
+                for (std::size_t k = 0; k < W; ++k) kept[r * row_size + W + k0 + k] = out[(kept_rows - r + k) * W + k];
             }
             std::swap(left_col, out_col);
         }
@@ -744,13 +760,6 @@ struct Engine {
         coarse_kept_at[joint] = sweeps_done;
         coarse_kept_valid[joint] = true;
         ++coarse_recursions;
-    }
-
-    // L(r, C) of the joint's kept recursion, for samples r <= kept_rows; k = coarse_n - 1 - C.
-    T kept_value(std::size_t joint, std::size_t r, std::size_t k) const {
-        const std::size_t lane = k % W;
-        const std::size_t step = (m - 1 - r) + lane - (m - 1 - kept_rows);  // from the first kept step
-        return coarse_kept[joint][(k / W) * (kept_rows + W) * W + step * W + lane];
     }
 
     // The joint's window now, `a`, and the kept recursion's: the number of samples it moved on
@@ -771,7 +780,8 @@ struct Engine {
     // from the joint's kept recursion, whose window is this one's moved on by s samples: the
     // first row here is its sample s, and a path after it enters sample s + 1 or column C + 1:
     // E0(C) = min(L(s + 1, C), L(s, C + 1), L(s + 1, C + 1)).
-    void coarse_first_row(std::size_t joint, std::size_t s, std::span<const double> a, int c) {
+    // Returns the number of coarse columns whose bound alone exceeds `ub`.
+    std::size_t coarse_first_row(std::size_t joint, std::size_t s, std::span<const double> a, double ub, int c) {
         // The float values may exceed the exact ones by the roundings of |a| (a few units of u
         // times max |a| per cell) and of the additions (u per addition, relative): over a path of
         // at most m + coarse_n cells, taken off with room to spare.
@@ -781,18 +791,30 @@ struct Engine {
         const double cells_on_path = static_cast<double>(m + coarse_n + 1);
         const double rel = 1.0 - 3.0 * cells_on_path * u;
         const double abs_slack = 3.0 * cells_on_path * u * (max_a + max_abs_b[joint]);
+        const T* below = coarse_kept[joint].data() + (s + 1) * (coarse_padded + W) + W;  // sample s + 1
+        const T* here = coarse_kept[joint].data() + s * (coarse_padded + W) + W;         // sample s
+        const auto relv = O::broadcast(static_cast<T>(rel));
+        // The float product and difference round too: a further 2^-20 of the value off.
+        const auto absv = O::broadcast(round_up<T>(abs_slack));
+        const auto margin = O::broadcast(static_cast<T>(1.0 - std::ldexp(1.0, -20)));
+        const auto zero = O::broadcast(T(0));
+        const auto ubv = O::broadcast(round_down<T>(ub));
         T* e = rest0[c].data();
-        for (std::size_t k = 0; k < coarse_n; ++k) {
-            double bound = static_cast<double>(kept_value(joint, s + 1, k));
-            if (k > 0) {
-                bound = std::min({bound, static_cast<double>(kept_value(joint, s, k - 1)),
-                                  static_cast<double>(kept_value(joint, s + 1, k - 1))});
+        std::size_t ruled_out = 0;
+        T lanes[W];
+        for (std::size_t k0 = 0; k0 < coarse_n; k0 += W) {
+            const auto e0 = O::vmin(O::load(below + k0), O::vmin(O::load(here + k0 - 1), O::load(below + k0 - 1)));
+            const auto bound = O::vmax(O::mul(O::sub(O::mul(e0, relv), absv), margin), zero);
+            const std::size_t valid = std::min(W, coarse_n - k0);
+            ruled_out += static_cast<std::size_t>(__builtin_popcount(O::bits(O::le(ubv, bound)) & ((1u << valid) - 1u)));
+            O::store(lanes, bound);
+            for (std::size_t k = 0; k < valid; ++k) {
+                T* col = e + (coarse_n - 1 - (k0 + k)) * kCoarse;
+                const auto x = O::broadcast(lanes[k]);
+                for (std::size_t y = 0; y < kCoarse; y += W) O::store(col + y, x);
             }
-            bound = std::max(0.0, bound * rel - abs_slack);
-            const T t = round_down<T>(bound);
-            const std::size_t col = coarse_n - 1 - k;
-            std::fill(e + col * kCoarse, e + std::min(n, (col + 1) * kCoarse), t);
         }
+        return ruled_out;
     }
 
     // Sweeps every joint with bound[joint] >= 0; finish(cursor, joint) takes each joint's answer.
@@ -824,7 +846,12 @@ struct Engine {
             finish_joint(cursor[c], todo[slot[c]]);
             cells += cursor[c].cells;
             joint_cells[todo[slot[c]]] = cursor[c].cells;
-            if (cursor[c].cells > coarse_threshold) coarse_hold[todo[slot[c]]] = m;
+            const std::size_t j = todo[slot[c]];
+            if (cursor[c].e0 == nullptr && coarse_cooldown[j] > 0) {
+                --coarse_cooldown[j];
+            } else if (cursor[c].cells > coarse_threshold) {
+                coarse_hold[j] = m;
+            }
         };
         // Starts the next joint on cursor c at its first block; false when no joint is left.
         auto launch = [&](int c) {
@@ -844,9 +871,17 @@ struct Engine {
                         coarse_recursion(joint, a);
                         shift = 0;
                     }
-                    coarse_first_row(joint, static_cast<std::size_t>(shift), a, c);
-                    cursor[c].e0 = rest0[c].data();
-                    ++coarse_uses;
+                    // Where it rules out under a quarter of the coarse columns by itself (E0 over
+                    // the bound: windows with cheap matches all over a short reference), it
+                    // prunes about what it costs: given up for m samples.
+                    const std::size_t ruled_out = coarse_first_row(joint, static_cast<std::size_t>(shift), a, bound[joint], c);
+                    if (ruled_out * 4 >= coarse_n) {
+                        cursor[c].e0 = rest0[c].data();
+                        ++coarse_uses;
+                    } else {
+                        coarse_hold[joint] = 0;
+                        coarse_cooldown[joint] = m;
+                    }
                 }
                 if (cursor[c].begin_block()) return true;
                 finish(c);  // nothing in it is live
