@@ -292,7 +292,7 @@ struct Cursor {
     std::size_t best_end = 0, best_start = 0;
     std::uint64_t cells = 0;
     // Optional: per column, a lower bound of the rest of any path after its first-row cell
-    // (coarse_rest_bound); first-row cells whose value plus it exceed the bound are dropped.
+    // (Engine::coarse_first_row); first-row cells whose value plus it exceed the bound are dropped.
     const T* e0 = nullptr;
     Vec ub0v;
     // F32: the candidate ends.
@@ -602,9 +602,9 @@ struct Engine {
     std::vector<T> reversed[2];
     std::vector<T> columns[2][2];  // per cursor: two column buffers, values then starts
     std::uint64_t cells = 0;
-    // The coarse rest bound (coarse_rest_bound): per joint the value range of each kCoarse
-    // columns, last column first (rounded outwards to T; +-inf in the padding); per cursor the
-    // bound per column, and the recursion's scratch.
+    // The coarse rest bound (coarse_recursion, coarse_first_row): per joint the value range of
+    // each kCoarse columns, last column first (rounded outwards to T; +-inf in the padding); per
+    // cursor the first row's bound per column, and the recursion's scratch.
     static constexpr std::size_t kCoarse = 16;
     std::size_t coarse_n = 0, coarse_padded = 0;
     std::vector<std::unique_ptr<T[]>> coarse_lo, coarse_hi;
@@ -625,11 +625,12 @@ struct Engine {
     std::vector<std::uint64_t> coarse_kept_at;
     std::vector<bool> coarse_kept_valid;
     std::uint64_t sweeps_done = 0;
-    std::uint64_t coarse_recursions = 0;
     // Taken by a joint for m samples (an impact stays in the window that long) after a sweep of it
     // computed over a quarter of its matrix's cells: the bound costs a recursion over m x n / 16
-    // coarse cells (about 15 us at m = 64, n = 10,000 on a 2.6 GHz core) and pays only where the
-    // sweep is that heavy (docs/performance.md, "A coarse rest bound for the first row").
+    // coarse cells every kStale samples (about 15 us at m = 64, n = 10,000 on a 2.6 GHz core) and
+    // pays only where the sweep is that heavy; given up for m samples where it rules out under a
+    // quarter of the coarse columns by itself (docs/performance.md, "The coarse rest bound on the
+    // first row").
     bool coarse_on = false;       // built for this lane type
     bool coarse_enabled = true;   // StreamingMdtw::set_rest_bound
     std::uint64_t coarse_threshold = 0;
@@ -759,7 +760,6 @@ struct Engine {
         std::copy(a.begin(), a.end(), coarse_kept_window[joint].begin());
         coarse_kept_at[joint] = sweeps_done;
         coarse_kept_valid[joint] = true;
-        ++coarse_recursions;
     }
 
     // The joint's window now, `a`, and the kept recursion's: the number of samples it moved on

@@ -105,8 +105,9 @@ public:
     // identical either way): a joint whose sweep computed over a quarter of its matrix (a window
     // with no cheap match, such as a collision's) takes it for the next m samples, and drops the
     // first-row cells whose value plus a lower bound of the rest of any path from them (the
-    // reference in coarse columns of 16 samples with their value ranges) exceeds the bound
-    // (docs/performance.md). Off: for benchmarks and tests.
+    // reference in coarse columns of 16 samples with their value ranges) exceeds the bound; where
+    // that lower bound alone rules out under a quarter of the coarse columns, the joint goes
+    // without it for m samples (docs/performance.md). Off: for benchmarks and tests.
     void set_rest_bound(bool on);
     std::uint64_t rest_bound_sweeps() const;  // joint sweeps that took it so far
     // Times Auto paused the float sweep after a sample whose ties sent over a quarter of the joints
