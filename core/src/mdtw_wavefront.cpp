@@ -230,16 +230,11 @@ inline T bound_up(double x) {
     return t;
 }
 
+// x as T, rounded down (a lower bound stays one).
 template <class T>
 inline T round_down(double x) {
     T t = static_cast<T>(x);
     if (static_cast<double>(t) > x) t = std::nextafter(t, -std::numeric_limits<T>::infinity());
-    return t;
-}
-template <class T>
-inline T round_up(double x) {
-    T t = static_cast<T>(x);
-    if (static_cast<double>(t) < x) t = std::nextafter(t, std::numeric_limits<T>::infinity());
     return t;
 }
 
@@ -672,7 +667,7 @@ struct Engine {
                 const auto [mn, mxe] = std::minmax_element(r.begin() + static_cast<long>(c * kCoarse),
                                                            r.begin() + static_cast<long>(std::min(n, (c + 1) * kCoarse)));
                 lo[k] = round_down<T>(*mn);
-                hi[k] = round_up<T>(*mxe);
+                hi[k] = bound_up<T>(*mxe);
                 mx = std::max({mx, std::abs(*mn), std::abs(*mxe)});
             }
             coarse_lo.push_back(std::move(lo));
@@ -795,7 +790,7 @@ struct Engine {
         const T* here = coarse_kept[joint].data() + s * (coarse_padded + W) + W;         // sample s
         const auto relv = O::broadcast(static_cast<T>(rel));
         // The float product and difference round too: a further 2^-20 of the value off.
-        const auto absv = O::broadcast(round_up<T>(abs_slack));
+        const auto absv = O::broadcast(bound_up<T>(abs_slack));
         const auto margin = O::broadcast(static_cast<T>(1.0 - std::ldexp(1.0, -20)));
         const auto zero = O::broadcast(T(0));
         const auto ubv = O::broadcast(round_down<T>(ub));
