@@ -166,7 +166,8 @@ public:
     void sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out);
     std::uint64_t cells() const;
     // The coarse rest bound on the first row (on by default): a joint whose sweep computed over a
-    // quarter of its matrix sweeps the next m samples with it (mdtw_wavefront.cpp, Engine).
+    // quarter of its matrix sweeps the next m samples with it, unless the bound rules out under a
+    // quarter of the coarse columns by itself (mdtw_wavefront.cpp, Engine).
     void set_rest_bound(bool on);
     std::uint64_t rest_bound_sweeps() const;  // joint sweeps that took it
 

@@ -607,8 +607,8 @@ struct Engine {
     std::vector<T> rest0[2];
     std::vector<T> coarse_window, coarse_columns[2];
     // Per joint: the recursion's rows for samples 0 .. kept_rows of the window it was swept for
-    // (per block of W coarse columns, its wavefront steps from the one where lane 0 reaches sample
-    // kept_rows), that window, and the sweep() call it was made in. A window s samples later
+    // (one row per sample, the coarse columns last first), that window, and the sweep() call it
+    // was made in. A window s samples later
     // shares all but its newest s samples with it: L of those rows still bounds the rest of a path
     // up to its sample m - 1 - s, hence up to the end (costs are >= 0), so the recursion is swept
     // anew only every kStale samples.
@@ -840,8 +840,8 @@ struct Engine {
         auto finish = [&](int c) {
             finish_joint(cursor[c], todo[slot[c]]);
             cells += cursor[c].cells;
-            joint_cells[todo[slot[c]]] = cursor[c].cells;
             const std::size_t j = todo[slot[c]];
+            joint_cells[j] = cursor[c].cells;
             if (cursor[c].e0 == nullptr && coarse_cooldown[j] > 0) {
                 --coarse_cooldown[j];
             } else if (cursor[c].cells > coarse_threshold) {
