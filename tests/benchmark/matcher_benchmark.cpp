@@ -7,13 +7,17 @@
 //
 //   warpguard-bench-matcher [--quick] [--twice] [--json FILE] [--m M] [--n N]
 //                           [--kernel auto|lockstep|wavefront|float|lockstep-float] [--no-rest-bound]
+//                           [--trace DIR]
 //   (--m/--n: only that size; --kernel: force one of the streaming matcher's sweeps; `float` is the
 //   wavefront in float lanes, `lockstep-float` the lockstep sweep in float lanes, which `auto` takes
 //   where it would take the double sweep, when built;
 //   --no-rest-bound: the float wavefront without its coarse rest bound on the first row, to measure
 //   what the bound does;
 //   --twice: time the streaming pass a second time with a fresh matcher and report how much of the
-//   p99 the same samples repeat)
+//   p99 the same samples repeat;
+//   --trace DIR: per configuration a CSV in DIR (an existing folder), one line per measured sample
+//   of the first streaming pass: its time in µs, the cells the sweeps computed, the joints that took
+//   the rest bound, the sweep (StreamingMdtw::SweepKernel as a number) and the impact it holds)
 // Before and after the streams it reads the clock in a loop for a second and reports how often the
 // machine paused the program (gaps over 2 µs between two readings): on a virtual machine the host
 // takes the CPU away now and then, and a sample that holds such a pause is that much slower, which
@@ -24,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -89,6 +94,7 @@ struct Motion {
 struct Stream {
     std::vector<std::vector<double>> reference;  // [joint][n]
     std::vector<std::vector<double>> samples;    // [sample][joint]
+    std::vector<double> impact;                  // [sample]: the impact added to one joint (collision)
 };
 
 Stream make_stream(Kind kind, std::size_t n, std::size_t count, std::uint64_t seed) {
@@ -144,6 +150,7 @@ Stream make_stream(Kind kind, std::size_t n, std::size_t count, std::uint64_t se
         std::vector<double> row(kJoints);
         for (std::size_t k = 0; k < kJoints; ++k) row[k] = reading(k, std::fmod(x, span)) + (k == bump_joint ? bump : 0.0);
         s.samples.push_back(row);
+        s.impact.push_back(bump);
     }
     return s;
 }
@@ -224,6 +231,7 @@ struct Row {
 };
 
 bool g_rest_bound = true;  // --no-rest-bound clears it
+std::string g_trace_dir;    // --trace DIR: one CSV per configuration, a line per measured sample
 
 Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::SweepKernel kernel, bool twice) {
     const std::size_t stream_samples = quick ? 400 : 2000;
@@ -255,6 +263,11 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
     const auto stream_pass = [&](StreamingMdtw& streaming, bool keep) {
         std::vector<double> times, windows(kJoints * m);
         std::vector<std::vector<double>> fifo(kJoints);
+        std::ofstream trace;
+        if (keep && !g_trace_dir.empty()) {
+            trace.open(g_trace_dir + "/" + name(kind) + "-m" + std::to_string(m) + "-n" + std::to_string(n) + ".csv");
+            trace << "sample,us,cells,rest_bound_sweeps,kernel,impact\n";
+        }
         for (std::size_t i = 0; i < s.samples.size(); ++i) {
             for (std::size_t k = 0; k < kJoints; ++k) {
                 auto& f = fifo[k];
@@ -263,9 +276,15 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
                 f.push_back(s.samples[i][k]);
                 std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * m));
             }
+            const std::uint64_t cells0 = streaming.cells(), bound0 = streaming.rest_bound_sweeps();
             const auto t0 = Clock::now();
             streaming.match(windows);
             const auto t1 = Clock::now();
+            if (trace.is_open() && i >= m) {
+                trace << i << ',' << std::chrono::duration<double, std::micro>(t1 - t0).count() << ','
+                      << streaming.cells() - cells0 << ',' << streaming.rest_bound_sweeps() - bound0 << ','
+                      << static_cast<int>(streaming.last_kernel()) << ',' << s.impact[i] << '\n';
+            }
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::WavefrontFloat) ++row.float_samples;
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::LockstepFloat) ++row.float_lockstep_samples;
@@ -352,6 +371,12 @@ int main(int argc, char** argv) {
             twice = true;
         } else if (std::strcmp(argv[i], "--no-rest-bound") == 0) {
             g_rest_bound = false;
+        } else if (std::strcmp(argv[i], "--trace") == 0 && i + 1 < argc) {
+            g_trace_dir = argv[++i];
+            if (!std::filesystem::is_directory(g_trace_dir)) {
+                std::fprintf(stderr, "--trace needs an existing folder, got '%s'\n", g_trace_dir.c_str());
+                return 2;
+            }
         } else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
             json_path = argv[++i];
         } else if ((std::strcmp(argv[i], "--m") == 0 || std::strcmp(argv[i], "--n") == 0) && i + 1 < argc) {
@@ -379,7 +404,7 @@ int main(int argc, char** argv) {
                 return 2;
             }
         } else {
-            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float|lockstep-float] [--no-rest-bound]\n",
+            std::fprintf(stderr, "usage: %s [--quick] [--twice] [--json FILE] [--m M] [--n N] [--kernel auto|lockstep|wavefront|float|lockstep-float] [--no-rest-bound] [--trace DIR]\n",
                          argv[0]);
             return 2;
         }
