@@ -605,7 +605,7 @@ struct Engine {
     std::vector<std::unique_ptr<T[]>> coarse_lo, coarse_hi;
     std::vector<double> max_abs_b;
     std::vector<T> rest0[2];
-    std::vector<T> coarse_window, coarse_columns[2];
+    std::vector<T> coarse_window, coarse_columns[2][2];  // per chain of coarse_recursion: two column buffers
     // Per joint: the recursion's rows for samples 0 .. kept_rows of the window it was swept for
     // (one row per sample, the coarse columns last first), that window, and the sweep() call it
     // was made in. A window s samples later
@@ -615,14 +615,14 @@ struct Engine {
     static constexpr std::size_t kStale = 4;
     std::size_t kept_rows = 0;
     std::vector<std::vector<T>> coarse_kept;  // per joint: row r at r * (coarse_padded + W), column k at + W + k
-    std::vector<T> coarse_steps;               // one block's kept wavefront steps, before they are laid into rows
+    std::vector<T> coarse_steps[2];            // per chain: one block's kept wavefront steps, before they are laid into rows
     std::vector<std::vector<double>> coarse_kept_window;
     std::vector<std::uint64_t> coarse_kept_at;
     std::vector<bool> coarse_kept_valid;
     std::uint64_t sweeps_done = 0;
     // Taken by a joint for m samples (an impact stays in the window that long) after a sweep of it
     // computed over a quarter of its matrix's cells: the bound costs a recursion over m x n / 16
-    // coarse cells every kStale samples (about 15 us at m = 64, n = 10,000 on a 2.6 GHz core) and
+    // coarse cells every kStale samples (about 7 us at m = 64, n = 10,000 on a 2.6 GHz core) and
     // pays only where the sweep is that heavy; given up for m samples where it rules out under a
     // quarter of the coarse columns by itself (docs/performance.md, "The coarse rest bound on the
     // first row").
@@ -676,14 +676,14 @@ struct Engine {
         }
         for (int c = 0; c < 2 && coarse_on; ++c) {
             rest0[c].assign(coarse_n * kCoarse + W + 1, T(0));
-            coarse_columns[c].assign(m + 3 * W, T(0));
+            for (int k = 0; k < 2; ++k) coarse_columns[c][k].assign(m + 3 * W, T(0));
         }
         if (coarse_on) {
             coarse_window.assign(m + 2 * W, T(0));
             kept_rows = std::min(kStale, m - 1);
             // Columns -W .. -1 read +inf (column C + 1 of the last coarse column does not exist).
             coarse_kept.assign(joints, std::vector<T>((kept_rows + 1) * (coarse_padded + W), std::numeric_limits<T>::infinity()));
-            coarse_steps.assign((kept_rows + W) * W, T(0));
+            for (int c = 0; c < 2; ++c) coarse_steps[c].assign((kept_rows + W) * W, T(0));
             coarse_kept_window.assign(joints, std::vector<double>(m, 0.0));
             coarse_kept_at.assign(joints, 0);
             coarse_kept_valid.assign(joints, false);
@@ -709,6 +709,22 @@ struct Engine {
     // coarse columns as the cursor's, without pruning, in the lanes' type. Rows outside the window
     // read NaN, which the max in g turns into 0: a lane that has not begun holds 0, the value the
     // newest row needs from the row before it. It keeps the rows of samples 0 .. kept_rows.
+    //
+    // One chain of blocks alone waits on its own latency (a shift, a min and an addition per step),
+    // so two stretches of coarse columns are swept side by side: the right one from the last
+    // coarse column to the split, the left one from kSplitLead coarse columns right of the split
+    // on to the first, beginning with L = 0 in the column before it (no more than the rest of any
+    // path, so its values are lower bounds still, equal to the whole sweep's for every path that
+    // turns back into the rows before going that far right); it keeps only what it computes left
+    // of the split.
+    static constexpr std::size_t kSplitLead = 2 * W;
+    struct CoarseChain {
+        std::size_t k0 = 0, end = 0, keep_from_k = 0;  // next block, past the last, first block kept
+        T* left_col = nullptr;
+        T* out_col = nullptr;
+        T* steps = nullptr;
+        typename O::Vec lov, hiv, v, diag;
+    };
     void coarse_recursion(std::size_t joint, std::span<const double> a) {
         const T nan = std::numeric_limits<T>::quiet_NaN();
         const long last_step = static_cast<long>(m + W - 2);
@@ -722,35 +738,66 @@ struct Engine {
         const T* hi = coarse_hi[joint].get();
         T* kept = coarse_kept[joint].data();
         const std::size_t row_size = coarse_padded + W;
-        // Column buffers: row' r at index r + 2W; the first block's left neighbour does not exist.
-        T* left_col = coarse_columns[0].data();
-        T* out_col = coarse_columns[1].data();
-        std::fill(left_col, left_col + m + 3 * W, std::numeric_limits<T>::infinity());
         const typename O::Vec zero = O::broadcast(T(0));
         const long keep_from = static_cast<long>(m - 1 - kept_rows);  // lane 0 at sample kept_rows
-        for (std::size_t k0 = 0; k0 < coarse_padded; k0 += W) {
-            const typename O::Vec lov = O::load(lo + k0), hiv = O::load(hi + k0);
-            typename O::Vec v = zero, diag = zero;
-            const auto step = [&](long t) __attribute__((always_inline)) {
-                const typename O::Vec av = O::load(win + (last_step - t));
-                const typename O::Vec g = O::vmax(O::vmax(O::sub(lov, av), O::sub(av, hiv)), zero);
-                const typename O::Vec up_diag = O::vmin(v, diag);
-                const typename O::Vec left = O::shift_in(v, left_col[t + static_cast<long>(2 * W)]);
-                v = O::add(g, O::vmin(up_diag, left));
-                diag = left;
-                O::store_last(out_col + t + W + 1, v);  // lane W - 1 is at row' t - W + 1
-            };
-            for (long t = 0; t < keep_from; ++t) step(t);
-            T* out = coarse_steps.data();
-            for (long t = keep_from; t <= last_step; ++t) {
-                step(t);
-                O::store(out + static_cast<std::size_t>(t - keep_from) * W, v);
+        // The split, in blocks of the reversed coarse columns: each chain about half the blocks.
+        // Column buffers: row' r at index r + 2W; the right chain's first block has no left
+        // neighbour (+inf), the left chain's begins with 0.
+        CoarseChain chain[2];
+        std::size_t split = coarse_padded;
+        if (coarse_padded >= 4 * kSplitLead) split = (coarse_padded + kSplitLead) / 2 / W * W;
+        chain[0].end = split;
+        chain[1].k0 = split - (split < coarse_padded ? kSplitLead : 0);
+        chain[1].keep_from_k = split;
+        chain[1].end = split < coarse_padded ? coarse_padded : chain[1].k0;
+        for (int c = 0; c < 2; ++c) {
+            chain[c].left_col = coarse_columns[c][0].data();
+            chain[c].out_col = coarse_columns[c][1].data();
+            chain[c].steps = coarse_steps[c].data();
+            std::fill(chain[c].left_col, chain[c].left_col + m + 3 * W, c == 0 ? std::numeric_limits<T>::infinity() : T(0));
+        }
+        const auto begin = [&](CoarseChain& ch) __attribute__((always_inline)) {
+            ch.lov = O::load(lo + ch.k0);
+            ch.hiv = O::load(hi + ch.k0);
+            ch.v = zero;
+            ch.diag = zero;
+        };
+        const auto step = [&](CoarseChain& ch, long t) __attribute__((always_inline)) {
+            const typename O::Vec av = O::load(win + (last_step - t));
+            const typename O::Vec g = O::vmax(O::vmax(O::sub(ch.lov, av), O::sub(av, ch.hiv)), zero);
+            const typename O::Vec up_diag = O::vmin(ch.v, ch.diag);
+            const typename O::Vec left = O::shift_in(ch.v, ch.left_col[t + static_cast<long>(2 * W)]);
+            ch.v = O::add(g, O::vmin(up_diag, left));
+            ch.diag = left;
+            O::store_last(ch.out_col + t + W + 1, ch.v);  // lane W - 1 is at row' t - W + 1
+            if (t >= keep_from) O::store(ch.steps + static_cast<std::size_t>(t - keep_from) * W, ch.v);
+        };
+        // Lane k is at sample r (row' m - 1 - r) at step m - 1 - r + k: kept step kept_rows - r + k.
+        const auto finish = [&](CoarseChain& ch) {
+            if (ch.k0 >= ch.keep_from_k) {
+                for (std::size_t r = 0; r <= kept_rows; ++r) {
+                    for (std::size_t k = 0; k < W; ++k) kept[r * row_size + W + ch.k0 + k] = ch.steps[(kept_rows - r + k) * W + k];
+                }
             }
-            // Lane k is at sample r (row' m - 1 - r) at step m - 1 - r + k: kept step kept_rows - r + k.
-            for (std::size_t r = 0; r <= kept_rows; ++r) {
-                for (std::size_t k = 0; k < W; ++k) kept[r * row_size + W + k0 + k] = out[(kept_rows - r + k) * W + k];
+            std::swap(ch.left_col, ch.out_col);
+            ch.k0 += W;
+        };
+        while (chain[0].k0 < chain[0].end && chain[1].k0 < chain[1].end) {
+            begin(chain[0]);
+            begin(chain[1]);
+            for (long t = 0; t <= last_step; ++t) {
+                step(chain[0], t);
+                step(chain[1], t);
             }
-            std::swap(left_col, out_col);
+            finish(chain[0]);
+            finish(chain[1]);
+        }
+        for (CoarseChain& ch : chain) {
+            while (ch.k0 < ch.end) {
+                begin(ch);
+                for (long t = 0; t <= last_step; ++t) step(ch, t);
+                finish(ch);
+            }
         }
         std::copy(a.begin(), a.end(), coarse_kept_window[joint].begin());
         coarse_kept_at[joint] = sweeps_done;
