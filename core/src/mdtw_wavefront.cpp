@@ -714,9 +714,8 @@ struct Engine {
     // so two stretches of coarse columns are swept side by side: the right one from the last
     // coarse column to the split, the left one from kSplitLead coarse columns right of the split
     // on to the first, beginning with L = 0 in the column before it (no more than the rest of any
-    // path, so its values are lower bounds still, equal to the whole sweep's for every path that
-    // turns back into the rows before going that far right); it keeps only what it computes left
-    // of the split.
+    // path, so its values are lower bounds still, and the whole sweep's wherever the cheapest rest
+    // ends before that column); it keeps only what it computes left of the split.
     static constexpr std::size_t kSplitLead = 2 * W;
     struct CoarseChain {
         std::size_t k0 = 0, end = 0, keep_from_k = 0;  // next block, past the last, first block kept
