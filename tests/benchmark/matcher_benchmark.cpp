@@ -276,11 +276,13 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
                 f.push_back(s.samples[i][k]);
                 std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * m));
             }
-            const std::uint64_t cells0 = streaming.cells(), bound0 = streaming.rest_bound_sweeps();
+            const bool tracing = trace.is_open() && i >= m;
+            const std::uint64_t cells0 = tracing ? streaming.cells() : 0;
+            const std::uint64_t bound0 = tracing ? streaming.rest_bound_sweeps() : 0;
             const auto t0 = Clock::now();
             streaming.match(windows);
             const auto t1 = Clock::now();
-            if (trace.is_open() && i >= m) {
+            if (tracing) {
                 trace << i << ',' << std::chrono::duration<double, std::micro>(t1 - t0).count() << ','
                       << streaming.cells() - cells0 << ',' << streaming.rest_bound_sweeps() - bound0 << ','
                       << static_cast<int>(streaming.last_kernel()) << ',' << s.impact[i] << '\n';
