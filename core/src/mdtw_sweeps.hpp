@@ -165,11 +165,12 @@ public:
     // bound[j] < 0: joint j is not swept. `tie`: per joint, 2E.
     void sweep(std::span<const double> windows, const double* bound, const double* tie, Candidates* out);
     std::uint64_t cells() const;
-    // The coarse rest bound on the first row (on by default): a joint whose sweep computed over a
-    // quarter of its matrix sweeps the next m samples with it, unless the bound rules out under a
-    // quarter of the coarse columns by itself (mdtw_wavefront.cpp, Engine).
+    // The coarse rest bound on the first row (on by default): a joint whose sweep computed more
+    // lane-cells than half of the bound's recursion sweeps the next m samples with it, unless the
+    // bound rules out under a quarter of the coarse columns by itself (mdtw_wavefront.cpp, Engine).
     void set_rest_bound(bool on);
-    std::uint64_t rest_bound_sweeps() const;  // joint sweeps that took it
+    std::uint64_t rest_bound_sweeps() const;      // joint sweeps that took it
+    std::uint64_t rest_bound_recursions() const;  // its recursions swept (one per joint every few samples)
 
     struct Impl;
 

@@ -611,7 +611,9 @@ struct Engine {
     // was made in. A window s samples later
     // shares all but its newest s samples with it: L of those rows still bounds the rest of a path
     // up to its sample m - 1 - s, hence up to the end (costs are >= 0), so the recursion is swept
-    // anew only every kStale samples.
+    // anew only every kStale samples. The joints take their turns at different samples (joint k
+    // at the sweeps whose number + k is a multiple of kStale), so that a sample pays for about
+    // joints / kStale recursions, not all of them at once.
     static constexpr std::size_t kStale = 4;
     std::size_t kept_rows = 0;
     std::vector<std::vector<T>> coarse_kept;  // per joint: row r at r * (coarse_padded + W), column k at + W + k
@@ -620,16 +622,20 @@ struct Engine {
     std::vector<std::uint64_t> coarse_kept_at;
     std::vector<bool> coarse_kept_valid;
     std::uint64_t sweeps_done = 0;
-    // Taken by a joint for m samples (an impact stays in the window that long) after a sweep of it
-    // computed over a quarter of its matrix's cells: the bound costs a recursion over m x n / 16
-    // coarse cells every kStale samples (about 7 us at m = 64, n = 10,000 on a 2.6 GHz core) and
-    // pays only where the sweep is that heavy; given up for m samples where it rules out under a
-    // quarter of the coarse columns by itself (docs/performance.md, "The coarse rest bound on the
-    // first row").
+    // Taken by a joint for m samples after a sweep of it computed more lane-cells than half of
+    // one recursion's steps (coarse_threshold: (m + W - 1) x coarse_padded / 2). A recursion step
+    // costs about half a sweep step (about 7 us for 50,000 lane-cells at m = 64, n = 10,000 on a
+    // 2.6 GHz core, against 0.24 ns per lane-cell of the sweep), and it is swept every kStale = 4
+    // samples: about 0.15 of its lane-cells per sample, which the 30-45 % of a sweep's cells the
+    // bound drops on the benchmark's streams pay for from about half of its lane-cells on.
+    // Given up for m samples where it rules out under a quarter of the coarse columns by itself
+    // (a window that matches cheaply all over a short reference: there it prunes about what it
+    // costs; docs/performance.md, "The coarse rest bound on the first row").
     bool coarse_on = false;       // built for this lane type
     bool coarse_enabled = true;   // StreamingMdtw::set_rest_bound
     std::uint64_t coarse_threshold = 0;
-    std::uint64_t coarse_uses = 0;  // joint sweeps that took the coarse rest bound
+    std::uint64_t coarse_uses = 0;        // joint sweeps that took the coarse rest bound
+    std::uint64_t coarse_recursions = 0;  // coarse_recursion() calls
 
     Engine(std::size_t window, std::span<const std::vector<double>> references)
         : joints(references.size()), m(window), n(references[0].size()), joints_to_sweep(references.size()),
@@ -652,9 +658,9 @@ struct Engine {
             chunk_hi.push_back(std::move(hi));
         }
         coarse_on = sizeof(T) == sizeof(float);  // the float sweep; the exact sweeps run without it
-        coarse_threshold = m * n / 4;
         coarse_n = (n + kCoarse - 1) / kCoarse;
         coarse_padded = (coarse_n + W - 1) / W * W;
+        coarse_threshold = (m + W - 1) * coarse_padded / 2;
         for (const auto& r : references) {
             if (!coarse_on) break;
             std::unique_ptr<T[]> lo(new T[coarse_padded]), hi(new T[coarse_padded]);
@@ -882,6 +888,7 @@ struct Engine {
         // so both step side by side until the last sweep runs alone.
         Cursor<O> cursor[2];
         std::size_t slot[2] = {0, 0};  // the cursor's position in `todo`
+        bool recursion_off_turn = false;  // a joint's coarse recursion was swept off its turn
         std::size_t next = 0;
         auto finish = [&](int c) {
             finish_joint(cursor[c], todo[slot[c]]);
@@ -904,14 +911,25 @@ struct Engine {
                                 reversed[c].data(), cols, n, m, windows.subspan(joint * m, m), bound[joint],
                                 tie != nullptr ? tie[joint] : 0.0, stop_at_first);
                 cursor[c].e0 = nullptr;
+                const auto a = windows.subspan(joint * m, m);
+                long shift = -1;
                 if (coarse_on && coarse_enabled && coarse_hold[joint] > 0) {
-                    --coarse_hold[joint];
-                    const auto a = windows.subspan(joint * m, m);
-                    long shift = kept_shift(joint, a);
-                    if (shift < 0) {
+                    // Swept anew at the joint's turn; off its turn (its kept rows too old or not
+                    // its window's: it has just taken the bound, or the float sweep paused) by
+                    // one joint per sample at most, the heaviest, while the others wait for
+                    // their turns without the bound.
+                    const bool turn = (sweeps_done + joint) % kStale == 0;
+                    shift = kept_shift(joint, a);
+                    if (shift > 0 && turn) shift = -1;
+                    if (shift < 0 && (turn || !recursion_off_turn)) {
+                        recursion_off_turn = recursion_off_turn || !turn;
                         coarse_recursion(joint, a);
+                        ++coarse_recursions;
                         shift = 0;
                     }
+                }
+                if (shift >= 0) {
+                    --coarse_hold[joint];
                     // Where it rules out under a quarter of the coarse columns by itself (E0 over
                     // the bound: windows with cheap matches all over a short reference), it
                     // prunes about what it costs: given up for m samples.
@@ -1037,6 +1055,13 @@ void WavefrontFloat::set_rest_bound(bool on) {
 std::uint64_t WavefrontFloat::rest_bound_sweeps() const {
 #if defined(__AVX2__)
     if (impl_) return impl_->coarse_uses;
+#endif
+    return 0;
+}
+
+std::uint64_t WavefrontFloat::rest_bound_recursions() const {
+#if defined(__AVX2__)
+    if (impl_) return impl_->coarse_recursions;
 #endif
     return 0;
 }

@@ -106,6 +106,8 @@ void StreamingMdtw::set_rest_bound(bool on) { wavefront_float_->set_rest_bound(o
 
 std::uint64_t StreamingMdtw::rest_bound_sweeps() const { return wavefront_float_->rest_bound_sweeps(); }
 
+std::uint64_t StreamingMdtw::rest_bound_recursions() const { return wavefront_float_->rest_bound_recursions(); }
+
 std::uint64_t StreamingMdtw::cells() const {
     return lockstep_->cells() + wavefront_->cells() + wavefront_float_->cells() + lockstep_float_->cells();
 }

@@ -17,7 +17,8 @@
 //   p99 the same samples repeat;
 //   --trace DIR: per configuration a CSV in DIR (an existing folder), one line per measured sample
 //   of the first streaming pass: its time in µs, the cells the sweeps computed, the joints that took
-//   the rest bound, the sweep (StreamingMdtw::SweepKernel as a number) and the impact it holds)
+//   the rest bound, the recursions swept for it, the sweep (StreamingMdtw::SweepKernel as a number)
+//   and the impact it holds)
 // Before and after the streams it reads the clock in a loop for a second and reports how often the
 // machine paused the program (gaps over 2 µs between two readings): on a virtual machine the host
 // takes the CPU away now and then, and a sample that holds such a pause is that much slower, which
@@ -266,7 +267,7 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
         std::ofstream trace;
         if (keep && !g_trace_dir.empty()) {
             trace.open(g_trace_dir + "/" + name(kind) + "-m" + std::to_string(m) + "-n" + std::to_string(n) + ".csv");
-            trace << "sample,us,cells,rest_bound_sweeps,kernel,impact\n";
+            trace << "sample,us,cells,rest_bound_sweeps,rest_bound_recursions,kernel,impact\n";
         }
         for (std::size_t i = 0; i < s.samples.size(); ++i) {
             for (std::size_t k = 0; k < kJoints; ++k) {
@@ -279,12 +280,14 @@ Row run(Kind kind, std::size_t m, std::size_t n, bool quick, StreamingMdtw::Swee
             const bool tracing = trace.is_open() && i >= m;
             const std::uint64_t cells0 = tracing ? streaming.cells() : 0;
             const std::uint64_t bound0 = tracing ? streaming.rest_bound_sweeps() : 0;
+            const std::uint64_t recursions0 = tracing ? streaming.rest_bound_recursions() : 0;
             const auto t0 = Clock::now();
             streaming.match(windows);
             const auto t1 = Clock::now();
             if (tracing) {
                 trace << i << ',' << std::chrono::duration<double, std::micro>(t1 - t0).count() << ','
                       << streaming.cells() - cells0 << ',' << streaming.rest_bound_sweeps() - bound0 << ','
+                      << streaming.rest_bound_recursions() - recursions0 << ','
                       << static_cast<int>(streaming.last_kernel()) << ',' << s.impact[i] << '\n';
             }
             if (keep && streaming.last_kernel() == StreamingMdtw::SweepKernel::Lockstep) ++row.lockstep_samples;

@@ -1,6 +1,7 @@
 // The streaming matcher against the published mDTW oracle, sample by sample, on randomised streams:
 // smooth, periodic (the optimum jumps between cycles), quantised (many exact ties) and plateaued
 // references; measurements resampled irregularly, with noise and with collisions.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -65,6 +66,8 @@ struct Counts {
     std::uint64_t float_pauses = 0;     // Auto: times it swept in doubles for a while after many fallbacks
     std::uint64_t float_paused_samples = 0;  // ... and the samples it swept in doubles then
     std::uint64_t rest_bound_sweeps = 0;     // joint sweeps that took the coarse rest bound
+    std::uint64_t rest_bound_recursions = 0;  // the recursions swept for it
+    std::uint64_t most_recursions = 0;        // the most in one sample once the window has filled
 };
 
 std::size_t& samples_of(Counts& counts, StreamingMdtw::SweepKernel kernel) {
@@ -120,7 +123,9 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
             f.push_back(value);
             std::copy(f.begin(), f.end(), windows.begin() + static_cast<std::ptrdiff_t>(k * sc.m));
         }
+        const std::uint64_t recursions0 = streaming.rest_bound_recursions();
         streaming.match(windows);
+        if (s >= sc.m) counts.most_recursions = std::max(counts.most_recursions, streaming.rest_bound_recursions() - recursions0);
         samples_of(counts, streaming.last_kernel()) += 1;
         for (std::size_t k = 0; k < sc.joints; ++k) {
             const auto& expected = oracle.match(fifo[k], refs[k]);
@@ -141,6 +146,7 @@ void run(const Scenario& sc, std::uint64_t seed, Counts& counts, Kernel kernel =
     counts.float_pauses += streaming.float_pauses();
     counts.float_paused_samples += streaming.float_paused_samples();
     counts.rest_bound_sweeps += streaming.rest_bound_sweeps();
+    counts.rest_bound_recursions += streaming.rest_bound_recursions();
 }
 
 }  // namespace
@@ -234,10 +240,17 @@ TEST_CASE("the coarse rest bound on the first row keeps every answer exact and p
         run(sc, seed, with, Kernel::Auto, true);  // every window compared with the published mDTW
         run(sc, seed++, without, Kernel::Auto, false);
     }
-    INFO("joint sweeps with the bound " << with.rest_bound_sweeps << "; cells " << with.cells << " with it, "
-                                        << without.cells << " without");
+    INFO("joint sweeps with the bound " << with.rest_bound_sweeps << ", its recursions " << with.rest_bound_recursions
+                                        << " (at most " << with.most_recursions << " in a sample); cells " << with.cells
+                                        << " with it, " << without.cells << " without");
     CHECK(without.rest_bound_sweeps == 0u);
+    CHECK(without.rest_bound_recursions == 0u);
     CHECK(with.rest_bound_sweeps >= 100);
+    // A recursion serves a joint's next 4 sweeps, and the joints take their turns at different
+    // samples: no sample of these streams (3-6 joints) sweeps more than 2 of them, nor 3 where a
+    // joint comes back to the bound off its turn.
+    CHECK(with.rest_bound_recursions * 3 <= with.rest_bound_sweeps);
+    CHECK(with.most_recursions <= 3u);
     CHECK(with.windows == without.windows);
     CHECK(with.cells * 10 < without.cells * 9);  // at least 10 % fewer cells over the same windows
 }

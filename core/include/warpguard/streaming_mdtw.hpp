@@ -102,14 +102,16 @@ public:
     // segment too wide to settle from the float values).
     std::uint64_t float_fallbacks() const { return float_fallbacks_; }
     // The float wavefront's coarse rest bound on the first row (on by default; the answers are
-    // identical either way): a joint whose sweep computed over a quarter of its matrix (a window
-    // with no cheap match, such as a collision's) takes it for the next m samples, and drops the
-    // first-row cells whose value plus a lower bound of the rest of any path from them (the
-    // reference in coarse columns of 16 samples with their value ranges) exceeds the bound; where
-    // that lower bound alone rules out under a quarter of the coarse columns, the joint goes
-    // without it for m samples (docs/performance.md). Off: for benchmarks and tests.
+    // identical either way): a joint's sweep drops the first-row cells whose value plus a lower
+    // bound of the rest of any path from them (the reference in coarse columns of 16 samples with
+    // their value ranges) exceeds the bound. The lower bound comes from a recursion over the coarse
+    // columns, swept anew every 4 samples, the joints in turn; a joint takes it for m samples after
+    // a sweep that cost more than about half a recursion, and where it alone rules out under a
+    // quarter of the coarse columns, goes without it for m samples (docs/performance.md). Off: for
+    // benchmarks and tests.
     void set_rest_bound(bool on);
-    std::uint64_t rest_bound_sweeps() const;  // joint sweeps that took it so far
+    std::uint64_t rest_bound_sweeps() const;      // joint sweeps that took it so far
+    std::uint64_t rest_bound_recursions() const;  // the recursions it swept so far
     // Times Auto paused the float sweep after a sample whose ties sent over a quarter of the joints
     // to the exact sweep, and the samples it swept in doubles in those pauses. A pause lasts
     // float_pause_samples(), twice the last one if the float sweep failed again at once (up to
