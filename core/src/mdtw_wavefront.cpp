@@ -611,10 +611,11 @@ struct Engine {
     // was made in. A window s samples later
     // shares all but its newest s samples with it: L of those rows still bounds the rest of a path
     // up to its sample m - 1 - s, hence up to the end (costs are >= 0), so the recursion is swept
-    // anew only every kStale samples. The joints take their turns at different samples (joint k
-    // at the sweeps whose number + k is a multiple of kStale), so that a sample pays for about
-    // joints / kStale recursions, not all of them at once.
-    static constexpr std::size_t kStale = 4;
+    // anew only every kStale samples (8: against 4, a recursion per joint half as often for
+    // 1-2 % more cells; docs/performance.md). The joints take their turns at different samples
+    // (joint k at the sweeps whose number + k is a multiple of kStale), so that a sample pays for
+    // about joints / kStale recursions, not all of them at once.
+    static constexpr std::size_t kStale = 8;
     std::size_t kept_rows = 0;
     std::vector<std::vector<T>> coarse_kept;  // per joint: row r at r * (coarse_padded + W), column k at + W + k
     std::vector<T> coarse_steps[2];            // per chain: one block's kept wavefront steps, before they are laid into rows
@@ -625,9 +626,12 @@ struct Engine {
     // Taken by a joint for m samples after a sweep of it computed more lane-cells than half of
     // one recursion's steps (coarse_threshold: (m + W - 1) x coarse_padded / 2). A recursion step
     // costs about half a sweep step (about 7 us for 50,000 lane-cells at m = 64, n = 10,000 on a
-    // 2.6 GHz core, against 0.24 ns per lane-cell of the sweep), and it is swept every kStale = 4
-    // samples: about 0.15 of its lane-cells per sample, which the 30-45 % of a sweep's cells the
-    // bound drops on the benchmark's streams pay for from about half of its lane-cells on.
+    // 2.6 GHz core, against 0.24 ns per lane-cell of the sweep), swept every kStale samples: under
+    // a tenth of its lane-cells per sample, which the 30-45 % of a sweep's cells the bound drops
+    // on the benchmark's streams pay for from about a third of them on; half leaves a margin
+    // (measured with recursions every 4 samples: taken at every sweep, from half and from one
+    // whole recursion's lane-cells, half was as fast as every sweep at m = 64, n = 10,000 and
+    // faster at n = 20,000).
     // Given up for m samples where it rules out under a quarter of the coarse columns by itself
     // (a window that matches cheaply all over a short reference: there it prunes about what it
     // costs; docs/performance.md, "The coarse rest bound on the first row").

@@ -105,7 +105,7 @@ public:
     // identical either way): a joint's sweep drops the first-row cells whose value plus a lower
     // bound of the rest of any path from them (the reference in coarse columns of 16 samples with
     // their value ranges) exceeds the bound. The lower bound comes from a recursion over the coarse
-    // columns, swept anew every 4 samples, the joints in turn; a joint takes it for m samples after
+    // columns, swept anew every 8 samples, the joints in turn; a joint takes it for m samples after
     // a sweep that cost more than about half a recursion, and where it alone rules out under a
     // quarter of the coarse columns, goes without it for m samples (docs/performance.md). Off: for
     // benchmarks and tests.
