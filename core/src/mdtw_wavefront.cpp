@@ -621,6 +621,7 @@ struct Engine {
     std::vector<T> coarse_steps[2];            // per chain: one block's kept wavefront steps, before they are laid into rows
     std::vector<std::vector<double>> coarse_kept_window;
     std::vector<std::uint64_t> coarse_kept_at;
+    std::vector<double> coarse_kept_bound;  // per joint: the sweep's bound when its recursion was swept
     std::vector<bool> coarse_kept_valid;
     std::uint64_t sweeps_done = 0;
     // Taken by a joint for m samples after a sweep of it computed more lane-cells than half of
@@ -696,6 +697,7 @@ struct Engine {
             for (int c = 0; c < 2; ++c) coarse_steps[c].assign((kept_rows + W) * W, T(0));
             coarse_kept_window.assign(joints, std::vector<double>(m, 0.0));
             coarse_kept_at.assign(joints, 0);
+            coarse_kept_bound.assign(joints, 0.0);
             coarse_kept_valid.assign(joints, false);
         }
         for (int c = 0; c < 2; ++c) {
@@ -925,9 +927,14 @@ struct Engine {
                     const bool turn = (sweeps_done + joint) % kStale == 0;
                     shift = kept_shift(joint, a);
                     if (shift > 0 && turn) shift = -1;
+                    // The kept rows predate the window's newest samples: where the bound has more
+                    // than doubled since (an impact has come in), they leave the cost of those
+                    // samples out, and a fresh recursion is worth its time off the turn.
+                    if (shift > 0 && bound[joint] > 2.0 * coarse_kept_bound[joint]) shift = -1;
                     if (shift < 0 && (turn || !recursion_off_turn)) {
                         recursion_off_turn = recursion_off_turn || !turn;
                         coarse_recursion(joint, a);
+                        coarse_kept_bound[joint] = bound[joint];
                         ++coarse_recursions;
                         shift = 0;
                     }
