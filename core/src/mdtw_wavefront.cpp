@@ -713,8 +713,9 @@ struct Engine {
     // distance of window sample i from column C's range is <= the local cost of any of its cells,
     // and a path from row i onwards visits the coarse cells of a coarse path in that order, so
     // L(i, C) = g(i, C) + min(L(i + 1, C), L(i, C + 1), L(i + 1, C + 1)), L(m - 1, C) = g(m - 1, C)
-    // bounds the rest from the first cell it enters in C; after a first-row cell in C the rest
-    // enters row 1 or column C + 1: E0(C) = min(L(1, C), L(0, C + 1), L(1, C + 1)).
+    // bounds the rest from the first cell it enters in C; the first row is not cumulative, so
+    // after a first-row cell in C the rest enters row 1, in C or C + 1: E0(C) = min(L(1, C),
+    // L(1, C + 1)) (until 2026-12-06 also L(0, C + 1), which only loosened it).
     //
     // L is swept as the recursion of rule (11) in reverse (the newest row first, the last coarse
     // column first; the newest row has no predecessor: L(m - 1, C) = g): wavefront blocks of W
@@ -831,8 +832,8 @@ struct Engine {
 
     // rest0[c][j]: a lower bound of the rest of every path after the first-row cell at column j,
     // from the joint's kept recursion, whose window is this one's moved on by s samples: the
-    // first row here is its sample s, and a path after it enters sample s + 1 or column C + 1:
-    // E0(C) = min(L(s + 1, C), L(s, C + 1), L(s + 1, C + 1)).
+    // first row here is its sample s, and a path after it enters sample s + 1 in C or C + 1:
+    // E0(C) = min(L(s + 1, C), L(s + 1, C + 1)).
     // Returns the number of coarse columns whose bound alone exceeds `ub`.
     std::size_t coarse_first_row(std::size_t joint, std::size_t s, std::span<const double> a, double ub, int c) {
         // The float values may exceed the exact ones by the roundings of |a| (a few units of u
@@ -845,7 +846,6 @@ struct Engine {
         const double rel = 1.0 - 3.0 * cells_on_path * u;
         const double abs_slack = 3.0 * cells_on_path * u * (max_a + max_abs_b[joint]);
         const T* below = coarse_kept[joint].data() + (s + 1) * (coarse_padded + W) + W;  // sample s + 1
-        const T* here = coarse_kept[joint].data() + s * (coarse_padded + W) + W;         // sample s
         const auto relv = O::broadcast(static_cast<T>(rel));
         // The float product and difference round too: a further 2^-20 of the value off.
         const auto absv = O::broadcast(bound_up<T>(abs_slack));
@@ -856,7 +856,7 @@ struct Engine {
         std::size_t ruled_out = 0;
         T lanes[W];
         for (std::size_t k0 = 0; k0 < coarse_n; k0 += W) {
-            const auto e0 = O::vmin(O::load(below + k0), O::vmin(O::load(here + k0 - 1), O::load(below + k0 - 1)));
+            const auto e0 = O::vmin(O::load(below + k0), O::load(below + k0 - 1));
             const auto bound = O::vmax(O::mul(O::sub(O::mul(e0, relv), absv), margin), zero);
             const std::size_t valid = std::min(W, coarse_n - k0);
             ruled_out += static_cast<std::size_t>(__builtin_popcount(O::bits(O::le(ubv, bound)) & ((1u << valid) - 1u)));
