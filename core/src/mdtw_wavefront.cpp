@@ -920,17 +920,15 @@ struct Engine {
                 const auto a = windows.subspan(joint * m, m);
                 long shift = -1;
                 if (coarse_on && coarse_enabled && coarse_hold[joint] > 0) {
-                    // Swept anew at the joint's turn; off its turn (its kept rows too old or not
-                    // its window's: it has just taken the bound, or the float sweep paused) by
-                    // one joint per sample at most, the heaviest, while the others wait for
-                    // their turns without the bound.
+                    // Swept anew at the joint's turn; off its turn by one joint per sample at
+                    // most, the heaviest, while the others wait for their turns without the
+                    // bound: where its kept rows are too old or not its window's (it has just
+                    // taken the bound, or the float sweep paused), or where the bound has more
+                    // than doubled since them (an impact has come in: the kept rows predate the
+                    // window's newest samples and leave their cost out).
                     const bool turn = (sweeps_done + joint) % kStale == 0;
                     shift = kept_shift(joint, a);
-                    if (shift > 0 && turn) shift = -1;
-                    // The kept rows predate the window's newest samples: where the bound has more
-                    // than doubled since (an impact has come in), they leave the cost of those
-                    // samples out, and a fresh recursion is worth its time off the turn.
-                    if (shift > 0 && bound[joint] > 2.0 * coarse_kept_bound[joint]) shift = -1;
+                    if (shift > 0 && (turn || bound[joint] > 2.0 * coarse_kept_bound[joint])) shift = -1;
                     if (shift < 0 && (turn || !recursion_off_turn)) {
                         recursion_off_turn = recursion_off_turn || !turn;
                         coarse_recursion(joint, a);
